@@ -1,0 +1,32 @@
+// Shared types for every Sluice service. Field ids are never reused; new fields
+// are optional so old peers keep working.
+namespace go sluice.common
+
+// ErrorCode is the wire form of a domain error. One table in each RPC adapter
+// maps it to and from the project's own error values (see internal/rpcerr).
+enum ErrorCode {
+    UNKNOWN = 0,
+    INVALID_ARGUMENT = 1,
+    NOT_FOUND = 2,
+    ALREADY_EXISTS = 3,
+    PERMISSION_DENIED = 4,
+    UNAUTHENTICATED = 5,
+    RESOURCE_EXHAUSTED = 6,
+    FAILED_PRECONDITION = 7,
+    UNAVAILABLE = 8,
+    DEADLINE_EXCEEDED = 9,
+    STALE_FENCING_TOKEN = 10,
+    INTERNAL = 11,
+}
+
+exception SluiceError {
+    1: ErrorCode code,
+    2: string message,
+}
+
+// FencingToken identifies the JobMaster attempt allowed to command a task.
+struct FencingToken {
+    1: string leader_session,
+    2: string job_id,
+    3: i64 attempt,
+}

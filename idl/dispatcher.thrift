@@ -1,0 +1,96 @@
+// The Dispatcher: the JobManager's front door for clients (CLI, sdk/client).
+namespace go sluice.dispatcher
+
+include "common.thrift"
+
+struct UploadModuleRequest {
+    1: binary module,
+}
+
+struct UploadModuleResponse {
+    1: string digest,     // "sha256-<hex>"
+    2: i64 size,
+}
+
+struct SubmitJobRequest {
+    1: string module_digest,
+    2: list<string> args,
+    3: i32 parallelism,           // default parallelism for vertices that set none
+    4: map<string, string> config,
+    5: optional string name,
+}
+
+struct SubmitJobResponse {
+    1: string job_id,
+}
+
+struct JobSummary {
+    1: string job_id,
+    2: string name,
+    3: string state,
+    4: i64 start_time_ms,
+    5: i64 end_time_ms,
+}
+
+struct ListJobsResponse {
+    1: list<JobSummary> jobs,
+}
+
+struct SubtaskStatus {
+    1: i32 index,
+    2: string state,
+    3: string task_manager,
+    4: i32 attempt,
+    5: string failure,
+}
+
+struct VertexStatus {
+    1: i32 id,
+    2: string name,
+    3: i32 parallelism,
+    4: list<SubtaskStatus> subtasks,
+}
+
+struct JobDetails {
+    1: JobSummary summary,
+    2: list<VertexStatus> vertices,
+    3: string failure,        // the root cause when FAILED, with the guest's stack trace
+    4: i32 restarts,
+    5: map<string, i64> state_times_ms,
+}
+
+struct JobResult {
+    1: JobDetails details,
+    2: list<binary> records,  // collect-sink records, in no particular order
+    3: map<string, i64> accumulators,
+    4: i64 duration_ms,
+}
+
+struct WaitJobRequest {
+    1: string job_id,
+    2: i64 timeout_ms,        // 0 = return the current state at once
+}
+
+struct TaskManagerInfo {
+    1: string resource_id,
+    2: string address,
+    3: i32 slots_total,
+    4: i32 slots_free,
+}
+
+struct ClusterOverview {
+    1: list<TaskManagerInfo> task_managers,
+    2: i32 slots_total,
+    3: i32 slots_free,
+    4: map<string, i32> jobs_by_state,
+}
+
+service Dispatcher {
+    UploadModuleResponse UploadModule(1: UploadModuleRequest req) throws (1: common.SluiceError err),
+    SubmitJobResponse SubmitJob(1: SubmitJobRequest req) throws (1: common.SluiceError err),
+    ListJobsResponse ListJobs() throws (1: common.SluiceError err),
+    JobDetails GetJob(1: string job_id) throws (1: common.SluiceError err),
+    void CancelJob(1: string job_id) throws (1: common.SluiceError err),
+    JobResult WaitJob(1: WaitJobRequest req) throws (1: common.SluiceError err),
+    ClusterOverview Overview() throws (1: common.SluiceError err),
+}

@@ -1,0 +1,4 @@
+package common
+
+// KitexUnusedProtection is used to prevent 'imported and not used' error.
+var KitexUnusedProtection = struct{}{}

@@ -1,0 +1,4 @@
+package resourcemanager
+
+// KitexUnusedProtection is used to prevent 'imported and not used' error.
+var KitexUnusedProtection = struct{}{}

@@ -1,0 +1,45 @@
+// The TaskExecutor: the JobManager deploys and cancels tasks on a TaskManager.
+namespace go sluice.taskexecutor
+
+include "common.thrift"
+
+struct ChannelSpec {
+    1: i32 partitioner,       // 0 forward, 1 hash, 2 rebalance, 3 broadcast
+    2: list<string> targets,  // one data address per consumer subtask, in subtask order
+    3: string result_id,      // the intermediate result this output writes
+}
+
+struct InputSpec {
+    1: string result_id,
+    2: i32 producers,         // how many producer subtasks feed this input
+}
+
+struct TaskDeployment {
+    1: common.FencingToken fencing,
+    2: string execution_id,
+    3: string job_id,
+    4: string tenant,
+    5: string module_digest,
+    6: list<string> args,
+    7: binary chain,          // the task's operator chain, JSON (internal/jobgraph)
+    8: i32 subtask,
+    9: i32 parallelism,
+    10: i32 max_parallelism,
+    11: list<InputSpec> inputs,
+    12: list<ChannelSpec> outputs,
+    13: string allocation_id,
+    14: string jobmaster_address,
+    15: map<string, string> config,
+}
+
+struct CancelTaskRequest {
+    1: common.FencingToken fencing,
+    2: string execution_id,
+}
+
+service TaskExecutor {
+    void DeployTask(1: TaskDeployment req) throws (1: common.SluiceError err),
+    void CancelTask(1: CancelTaskRequest req) throws (1: common.SluiceError err),
+    // FreeSlot returns a slot to the pool once the job no longer needs it.
+    void FreeSlot(1: string allocation_id) throws (1: common.SluiceError err),
+}

@@ -1,0 +1,4 @@
+// Package client is the Go client for a Sluice JobManager: upload modules,
+// submit jobs, list, inspect, wait for and cancel them. The CLI is built on it.
+// It is one of the RPC adapters that import idl/kitex_gen.
+package client

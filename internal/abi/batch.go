@@ -1,0 +1,149 @@
+// Package abi is the wire format shared by the guest SDK and the host: the
+// batch encoding of records, and the names and version of the guest ABI
+// (docs/ABI.md). The data exchange between tasks uses the same encoding.
+//
+// It uses the standard library only, so sdk/guest can import it when built
+// for wasip1. It must not import anything from the host side.
+package abi
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Record is one element of a stream. Key and Value alias the buffer they were
+// decoded from; copy them to keep them past that buffer's lifetime.
+type Record struct {
+	Key     []byte // valid when HasKey
+	Value   []byte
+	Time    int64 // milliseconds since the Unix epoch; valid when HasTime
+	HasKey  bool
+	HasTime bool
+}
+
+const (
+	flagKey  = 1 << 0
+	flagTime = 1 << 1
+)
+
+// ErrMalformedBatch is returned by DecodeBatch for bytes that are not a batch.
+var ErrMalformedBatch = errors.New("malformed batch")
+
+// AppendBatch appends the encoding of recs to dst and returns the result.
+//
+// A batch is: u32 record count, then per record: u8 flags (bit 0 key present,
+// bit 1 time present), [u32 key length, key bytes], [i64 time], u32 value
+// length, value bytes. All integers are little-endian.
+func AppendBatch(dst []byte, recs []Record) []byte {
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(recs)))
+	for i := range recs {
+		dst = AppendRecord(dst, &recs[i])
+	}
+	return dst
+}
+
+// AppendRecord appends one record's encoding (without the batch header).
+func AppendRecord(dst []byte, r *Record) []byte {
+	var flags byte
+	if r.HasKey {
+		flags |= flagKey
+	}
+	if r.HasTime {
+		flags |= flagTime
+	}
+	dst = append(dst, flags)
+	if r.HasKey {
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(r.Key)))
+		dst = append(dst, r.Key...)
+	}
+	if r.HasTime {
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(r.Time))
+	}
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(r.Value)))
+	return append(dst, r.Value...)
+}
+
+// RecordSize is the number of bytes AppendRecord adds for r.
+func RecordSize(r *Record) int {
+	n := 1 + 4 + len(r.Value)
+	if r.HasKey {
+		n += 4 + len(r.Key)
+	}
+	if r.HasTime {
+		n += 8
+	}
+	return n
+}
+
+// DecodeBatch appends the records of the batch b to dst and returns it. The
+// records alias b. It fails with ErrMalformedBatch if b is truncated, has
+// trailing bytes, unknown flags, or lengths that do not fit.
+func DecodeBatch(dst []Record, b []byte) ([]Record, error) {
+	if len(b) < 4 {
+		return dst, fmt.Errorf("%w: %d bytes, shorter than the 4-byte count", ErrMalformedBatch, len(b))
+	}
+	n := binary.LittleEndian.Uint32(b)
+	b = b[4:]
+	// Each record takes at least 5 bytes, so a count that cannot fit is
+	// rejected before anything is allocated for it.
+	if uint64(n)*5 > uint64(len(b)) {
+		return dst, fmt.Errorf("%w: count %d does not fit in %d bytes", ErrMalformedBatch, n, len(b))
+	}
+	for i := uint32(0); i < n; i++ {
+		var r Record
+		var err error
+		if r, b, err = decodeRecord(b); err != nil {
+			return dst, fmt.Errorf("%w: record %d: %v", ErrMalformedBatch, i, err)
+		}
+		dst = append(dst, r)
+	}
+	if len(b) != 0 {
+		return dst, fmt.Errorf("%w: %d trailing bytes", ErrMalformedBatch, len(b))
+	}
+	return dst, nil
+}
+
+func decodeRecord(b []byte) (Record, []byte, error) {
+	var r Record
+	if len(b) < 1 {
+		return r, nil, errors.New("truncated flags")
+	}
+	flags := b[0]
+	b = b[1:]
+	if flags&^(flagKey|flagTime) != 0 {
+		return r, nil, fmt.Errorf("unknown flags %#x", flags)
+	}
+	if flags&flagKey != 0 {
+		var err error
+		if r.Key, b, err = lengthPrefixed(b); err != nil {
+			return r, nil, fmt.Errorf("key: %v", err)
+		}
+		r.HasKey = true
+	}
+	if flags&flagTime != 0 {
+		if len(b) < 8 {
+			return r, nil, errors.New("truncated time")
+		}
+		r.Time = int64(binary.LittleEndian.Uint64(b))
+		r.HasTime = true
+		b = b[8:]
+	}
+	var err error
+	if r.Value, b, err = lengthPrefixed(b); err != nil {
+		return r, nil, fmt.Errorf("value: %v", err)
+	}
+	return r, b, nil
+}
+
+func lengthPrefixed(b []byte) ([]byte, []byte, error) {
+	if len(b) < 4 {
+		return nil, nil, errors.New("truncated length")
+	}
+	n := binary.LittleEndian.Uint32(b)
+	b = b[4:]
+	if uint64(n) > uint64(len(b)) {
+		return nil, nil, fmt.Errorf("length %d exceeds the %d bytes left", n, len(b))
+	}
+	return b[:n:n], b[n:], nil
+}

@@ -1,0 +1,37 @@
+// Package keygroup maps keys to key groups and key groups to subtasks, the
+// way Flink's KeyGroupRangeAssignment does. Keyed state is stored by key group
+// and the hash partitioner routes by key group, so a record always reaches the
+// subtask that holds its key's state, and a job can be rescaled by handing
+// whole key groups to new subtasks.
+//
+// It uses the standard library only (the guest SDK may import it).
+package keygroup
+
+// Of returns the key group of key, in [0, maxParallelism).
+func Of(key []byte, maxParallelism int) int {
+	// FNV-1a, then murmur3's finalizer so that similar keys spread well.
+	h := uint32(2166136261)
+	for _, c := range key {
+		h ^= uint32(c)
+		h *= 16777619
+	}
+	h ^= h >> 16
+	h *= 0x85ebca6b
+	h ^= h >> 13
+	h *= 0xc2b2ae35
+	h ^= h >> 16
+	return int(h % uint32(maxParallelism))
+}
+
+// Range returns the inclusive range of key groups that subtask owns when an
+// operator runs at parallelism with maxParallelism key groups.
+func Range(subtask, parallelism, maxParallelism int) (start, end int) {
+	start = (subtask*maxParallelism + parallelism - 1) / parallelism
+	end = ((subtask+1)*maxParallelism - 1) / parallelism
+	return start, end
+}
+
+// Subtask returns the subtask that owns keyGroup at parallelism.
+func Subtask(keyGroup, parallelism, maxParallelism int) int {
+	return keyGroup * parallelism / maxParallelism
+}

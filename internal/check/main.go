@@ -265,12 +265,10 @@ func startMinIO(ctx context.Context, bin string) (*minioServer, error) {
 
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		resp, err := http.Get("http://" + s.endpoint + "/minio/health/live")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s, nil
-			}
+		// live answers before the server can serve requests; cluster answers
+		// only once it can.
+		if healthy(s.endpoint, "live") && healthy(s.endpoint, "cluster") {
+			return s, nil
 		}
 		select {
 		case <-s.done:
@@ -287,6 +285,15 @@ func startMinIO(ctx context.Context, bin string) (*minioServer, error) {
 			return nil, errors.New("minio not live after 60s")
 		}
 	}
+}
+
+func healthy(endpoint, check string) bool {
+	resp, err := http.Get("http://" + endpoint + "/minio/health/" + check)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 func (s *minioServer) stop() {

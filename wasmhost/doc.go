@@ -5,4 +5,25 @@
 // It owns the sandbox: memory caps, call deadlines, no file system, network,
 // environment or real clock, and the conversion of traps into typed errors
 // carrying the Wasm stack and the module digest. It must not import jm or tm.
+//
+// # Use
+//
+//	rt, _ := wasmhost.NewRuntime(ctx, wasmhost.NewRuntimeConfig().WithCacheDir(dir))
+//	mod, _ := rt.Compile(ctx, wasm)             // validates; cached by digest
+//	g, _ := mod.Plan(ctx, args, limits)         // the job graph the module declares
+//	in, _ := mod.Instantiate(ctx, wasmhost.TaskConfig{Chain: ..., Emit: ...})
+//	in.Open(ctx)
+//	in.Process(ctx, batch)                      // output arrives through Emit
+//	in.Barrier(ctx, id); in.State().Snapshot(w)
+//	in.EndInput(ctx); in.Close(ctx)
+//
+// # Sandbox
+//
+// Every instance lives in the one wazero runtime as an anonymous module
+// (instances cannot clash by name) with its own memory allocator, which is how
+// each gets its own memory cap. Before compiling, the host adds to the module
+// an interrupt global checked at every function entry and loop header; a timer
+// sets it when a call's deadline passes (interrupt.go explains why not
+// wazero's context-based closing). Host functions that receive bad pointers
+// panic with a trap error, which wazero turns into a trap of the guest call.
 package wasmhost

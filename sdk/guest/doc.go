@@ -4,5 +4,33 @@
 // keyed process, sinks) with plain Go functions, and the SDK implements the
 // guest side of the ABI (docs/ABI.md).
 //
-// It uses the standard library only.
+//	package main
+//
+//	import "github.com/sluicehq/sluice/sdk/guest"
+//
+//	func init() {
+//		guest.Job(func(env *guest.Env) {
+//			env.TextSource("lines", env.Args()...).
+//				FlatMap("tokenize", tokenize).
+//				KeyBy("word", func(r guest.Record) []byte { return r.Value }).
+//				Reduce("count", count, guest.EmitFinal()).
+//				Map("format", format).
+//				Collect("out")
+//		})
+//	}
+//
+//	func main() {}
+//
+// The plan function runs once to declare the job graph (sluice plan, and the
+// JobManager at submission) and again in every task, where the SDK maps the
+// task's operators to the functions given here and runs a whole chain of
+// operators inside one call per input batch, emitting once per call.
+//
+// Keyed state, operator state and timers live on the host, so checkpoints,
+// recovery and rescaling work without the guest's help; the guest reaches
+// them through KeyedContext and Context. Records handed to user functions
+// alias SDK buffers and are valid during the call only.
+//
+// It uses the standard library only. Outside wasip1 it compiles for vetting
+// and native tests, with host calls going to a test double.
 package guest

@@ -1,0 +1,89 @@
+// Command wordcount counts the words of text files: the classic first
+// dataflow job. Words are maximal runs of ASCII letters, lower-cased; the
+// result is one "word<TAB>count" record per distinct word.
+//
+// Build it for the cluster with GOOS=wasip1 GOARCH=wasm go build
+// -buildmode=c-shared (sluice run and sluice plan do that for you), and pass
+// the input with `-- --input PATH` (repeatable; a glob pattern is fine).
+package main
+
+import (
+	"errors"
+	"flag"
+	"strconv"
+
+	"github.com/sluicehq/sluice/sdk/guest"
+)
+
+func init() { guest.Job(plan) }
+
+func main() {}
+
+func plan(env *guest.Env) {
+	var inputs multiFlag
+	fs := flag.NewFlagSet("wordcount", flag.ContinueOnError)
+	fs.Var(&inputs, "input", "text file or glob pattern to count (repeatable)")
+	if err := fs.Parse(env.Args()); err != nil {
+		env.Fail(err)
+		return
+	}
+	if len(inputs) == 0 {
+		env.Fail(errors.New("no input: pass -- --input PATH"))
+		return
+	}
+	env.SetName("wordcount")
+	env.TextSource("lines", inputs...).
+		FlatMap("tokenize", tokenize).
+		KeyBy("word", func(r guest.Record) []byte { return r.Value }).
+		Reduce("count", count, guest.EmitFinal()).
+		Map("format", format).
+		Collect("out")
+}
+
+// lower is tokenize's scratch buffer: records are copied as they are
+// emitted, so one buffer serves every line.
+var lower []byte
+
+// tokenize emits each maximal run of ASCII letters of a line, lower-cased.
+func tokenize(r guest.Record, out *guest.Collector) {
+	lower = append(lower[:0], r.Value...)
+	start := -1
+	for i, c := range lower {
+		switch {
+		case 'A' <= c && c <= 'Z':
+			lower[i] = c + ('a' - 'A')
+			fallthrough
+		case 'a' <= c && c <= 'z':
+			if start < 0 {
+				start = i
+			}
+		default:
+			if start >= 0 {
+				out.EmitValue(lower[start:i])
+				start = -1
+			}
+		}
+	}
+	if start >= 0 {
+		out.EmitValue(lower[start:])
+	}
+}
+
+// count adds one to the word's count.
+func count(acc []byte, _ guest.Record) []byte {
+	return guest.PutInt64(acc, guest.AsInt64(acc)+1)
+}
+
+var line []byte
+
+// format turns {word, count} into "word<TAB>count".
+func format(r guest.Record) guest.Record {
+	line = append(append(line[:0], r.Key...), '\t')
+	line = strconv.AppendInt(line, guest.AsInt64(r.Value), 10)
+	return guest.Record{Value: line}
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return "" }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }

@@ -1,0 +1,268 @@
+package jobgraph
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ErrInvalidGraph is wrapped by every error Validate returns.
+var ErrInvalidGraph = errors.New("invalid job graph")
+
+// MaxParallelismOf returns the number of key groups of g: g.MaxParallelism,
+// or DefaultMaxParallelism when that is 0.
+func MaxParallelismOf(g *Graph) int {
+	if g.MaxParallelism > 0 {
+		return g.MaxParallelism
+	}
+	return DefaultMaxParallelism
+}
+
+// ParallelismOf returns v's parallelism, or defaultParallelism when v sets none.
+func ParallelismOf(v *Vertex, defaultParallelism int) int {
+	if v.Parallelism > 0 {
+		return v.Parallelism
+	}
+	return defaultParallelism
+}
+
+// KnownKind reports whether k is an operator kind of ABI v1.
+func KnownKind(k Kind) bool {
+	switch k {
+	case KindSource, KindMap, KindFlatMap, KindFilter, KindKeyBy, KindReduce, KindProcess, KindSink:
+		return true
+	}
+	return false
+}
+
+// KnownPartitioner reports whether p is a partitioner of ABI v1.
+func KnownPartitioner(p Partitioner) bool {
+	switch p {
+	case Forward, Hash, Rebalance, Broadcast:
+		return true
+	}
+	return false
+}
+
+// ConnectorKind returns the kind of vertex a host connector can be, and false
+// for an unknown connector.
+func ConnectorKind(connector string) (Kind, bool) {
+	switch connector {
+	case ConnectorText:
+		return KindSource, true
+	case ConnectorCollect, ConnectorFile:
+		return KindSink, true
+	}
+	return "", false
+}
+
+// Keyed reports whether operators of kind k read the record key and keyed
+// state, and so must be fed by hash edges only.
+func Keyed(k Kind) bool { return k == KindReduce || k == KindProcess }
+
+// Validate checks that g is a job graph the cluster can run:
+//
+//   - at least one vertex, vertex ids unique, kinds, partitioners and host
+//     connectors known, connectors on vertices of the matching kind;
+//   - max parallelism in [1, maxParallelismLimit] (0 means the default), each
+//     vertex's parallelism ≥ 0 (0 means defaultParallelism) and, once
+//     defaulted, in [1, max parallelism];
+//   - edges join existing vertices, no self-loops, no duplicates, no cycles;
+//   - sources have no inputs, sinks no outputs; every other vertex has at
+//     least one input and one output (records must end in a sink);
+//   - forward edges join vertices of equal parallelism;
+//   - keyed operators (reduce, process) are fed by hash edges only.
+//
+// maxParallelismLimit ≤ 0 means no limit beyond the graph's own.
+//
+// # Errors
+//
+// The error wraps ErrInvalidGraph and lists every problem found, each naming
+// the vertex ("vertex 3 \"sum\"") or edge ("edge 1->3") it is about.
+func Validate(g *Graph, defaultParallelism, maxParallelismLimit int) error {
+	if g == nil {
+		return fmt.Errorf("%w: no graph", ErrInvalidGraph)
+	}
+	var probs []string
+	bad := func(format string, args ...any) { probs = append(probs, fmt.Sprintf(format, args...)) }
+
+	if defaultParallelism < 1 {
+		bad("default parallelism %d: must be at least 1", defaultParallelism)
+		defaultParallelism = 1
+	}
+	maxP := MaxParallelismOf(g)
+	switch {
+	case g.MaxParallelism < 0:
+		bad("max parallelism %d: must be at least 1 (or 0 for the default %d)", g.MaxParallelism, DefaultMaxParallelism)
+	case maxParallelismLimit > 0 && maxP > maxParallelismLimit:
+		bad("max parallelism %d: above the cluster's limit %d", maxP, maxParallelismLimit)
+	}
+	if len(g.Vertices) == 0 {
+		bad("no operators: declare at least a source and a sink")
+	}
+
+	byID := make(map[int]*Vertex, len(g.Vertices))
+	for i := range g.Vertices {
+		v := &g.Vertices[i]
+		if _, dup := byID[v.ID]; dup {
+			bad("%s: duplicate vertex id", vname(v))
+			continue
+		}
+		byID[v.ID] = v
+		if !KnownKind(v.Kind) {
+			bad("%s: unknown kind %q", vname(v), v.Kind)
+		}
+		switch p := v.Parallelism; {
+		case p < 0:
+			bad("%s: parallelism %d is negative", vname(v), p)
+		case ParallelismOf(v, defaultParallelism) > maxP:
+			bad("%s: parallelism %d is above the max parallelism %d", vname(v), ParallelismOf(v, defaultParallelism), maxP)
+		}
+		if v.Connector != "" {
+			k, ok := ConnectorKind(v.Connector)
+			switch {
+			case !ok:
+				bad("%s: unknown connector %q (known: %s, %s, %s)", vname(v), v.Connector, ConnectorText, ConnectorCollect, ConnectorFile)
+			case k != v.Kind:
+				bad("%s: connector %q is a %s, not a %s", vname(v), v.Connector, k, v.Kind)
+			}
+		}
+	}
+
+	ins := make(map[int]int)
+	outs := make(map[int]int)
+	seen := make(map[[2]int]bool)
+	for _, e := range g.Edges {
+		en := fmt.Sprintf("edge %d->%d", e.Source, e.Target)
+		src, okS := byID[e.Source]
+		dst, okT := byID[e.Target]
+		if !okS {
+			bad("%s: no vertex %d", en, e.Source)
+		}
+		if !okT {
+			bad("%s: no vertex %d", en, e.Target)
+		}
+		if !KnownPartitioner(e.Partitioner) {
+			bad("%s: unknown partitioner %q", en, e.Partitioner)
+		}
+		if e.Source == e.Target {
+			bad("%s: a vertex cannot feed itself", en)
+		}
+		if seen[[2]int{e.Source, e.Target}] {
+			bad("%s: duplicate edge", en)
+		}
+		seen[[2]int{e.Source, e.Target}] = true
+		if !okS || !okT {
+			continue
+		}
+		outs[e.Source]++
+		ins[e.Target]++
+		if e.Partitioner == Forward && ParallelismOf(src, defaultParallelism) != ParallelismOf(dst, defaultParallelism) {
+			bad("%s: forward edge between parallelism %d and %d: use rebalance or set equal parallelism",
+				en, ParallelismOf(src, defaultParallelism), ParallelismOf(dst, defaultParallelism))
+		}
+		if Keyed(dst.Kind) && e.Partitioner != Hash {
+			bad("%s: %s is keyed (%s) but fed by a %s edge: put a key_by before it", en, vname(dst), dst.Kind, e.Partitioner)
+		}
+	}
+
+	for i := range g.Vertices {
+		v := &g.Vertices[i]
+		if byID[v.ID] != v {
+			continue // a duplicate, reported above
+		}
+		switch v.Kind {
+		case KindSource:
+			if ins[v.ID] > 0 {
+				bad("%s: a source cannot have inputs", vname(v))
+			}
+			if outs[v.ID] == 0 {
+				bad("%s: has no outputs: records must end in a sink", vname(v))
+			}
+		case KindSink:
+			if outs[v.ID] > 0 {
+				bad("%s: a sink cannot have outputs", vname(v))
+			}
+			if ins[v.ID] == 0 {
+				bad("%s: has no inputs", vname(v))
+			}
+		default:
+			if !KnownKind(v.Kind) {
+				continue
+			}
+			if ins[v.ID] == 0 {
+				bad("%s: has no inputs", vname(v))
+			}
+			if outs[v.ID] == 0 {
+				bad("%s: has no outputs: records must end in a sink", vname(v))
+			}
+		}
+	}
+
+	if len(probs) == 0 {
+		if cyc := findCycle(g); cyc != nil {
+			parts := make([]string, len(cyc))
+			for i, id := range cyc {
+				parts[i] = fmt.Sprint(id)
+			}
+			bad("cycle through vertices %s", strings.Join(parts, " -> "))
+		}
+	}
+	if len(probs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrInvalidGraph, strings.Join(probs, "; "))
+}
+
+func vname(v *Vertex) string {
+	if v.Name == "" {
+		return fmt.Sprintf("vertex %d", v.ID)
+	}
+	return fmt.Sprintf("vertex %d %q", v.ID, v.Name)
+}
+
+// findCycle returns the ids along one cycle of g (first id repeated at the
+// end), or nil. It assumes every edge joins existing vertices.
+func findCycle(g *Graph) []int {
+	adj := make(map[int][]int)
+	for _, e := range g.Edges {
+		adj[e.Source] = append(adj[e.Source], e.Target)
+	}
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := make(map[int]int)
+	var stack []int
+	var visit func(id int) []int
+	visit = func(id int) []int {
+		color[id] = grey
+		stack = append(stack, id)
+		for _, n := range adj[id] {
+			switch color[n] {
+			case grey:
+				for i, s := range stack {
+					if s == n {
+						return append(append([]int(nil), stack[i:]...), n)
+					}
+				}
+			case white:
+				if c := visit(n); c != nil {
+					return c
+				}
+			}
+		}
+		stack = stack[:len(stack)-1]
+		color[id] = black
+		return nil
+	}
+	for _, v := range g.Vertices {
+		if color[v.ID] == white {
+			if c := visit(v.ID); c != nil {
+				return c
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,652 @@
+package guest
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"runtime/debug"
+
+	"github.com/sluicehq/sluice/internal/abi"
+	"github.com/sluicehq/sluice/internal/jobgraph"
+)
+
+// flushBytes is how much output the SDK buffers before it emits a batch in
+// the middle of an export call. Output is always emitted before an export
+// returns, so a call usually makes exactly one emit.
+const flushBytes = 1 << 20
+
+// Context gives an operator's functions access to the task they run in.
+type Context struct {
+	t   *task
+	op  *op
+	buf []byte // scratch for state reads
+}
+
+// Name returns the operator's name.
+func (c *Context) Name() string { return c.op.name }
+
+// Vertex returns the operator's vertex id in the job graph.
+func (c *Context) Vertex() int { return c.op.id }
+
+// Subtask returns which of the operator's parallel subtasks this is, from 0.
+func (c *Context) Subtask() int { return c.t.info.Subtask }
+
+// Parallelism returns how many subtasks run the operator.
+func (c *Context) Parallelism() int { return c.t.info.Parallelism }
+
+// JobID returns the job's id.
+func (c *Context) JobID() string { return c.t.info.JobID }
+
+// Args returns the job's arguments.
+func (c *Context) Args() []string { return c.t.info.Args }
+
+// Now returns the task's processing time in milliseconds since the Unix
+// epoch, as the host grants it (docs/ABI.md, now_ms).
+func (c *Context) Now() int64 { return hostNow() }
+
+// Count adds delta to the job-wide counter name (an accumulator in Flink's
+// terms). Counters are sent to the host once per call, not per Count.
+func (c *Context) Count(name string, delta int64) { Count(name, delta) }
+
+// OperatorState returns this subtask's operator state name and whether it
+// exists. The slice is valid until the next state call on c.
+func (c *Context) OperatorState(name string) ([]byte, bool) {
+	for {
+		n := hostOpStateGet(int32(c.op.id), name, c.buf[:cap(c.buf)])
+		if n == abi.Absent {
+			return nil, false
+		}
+		if int(n) <= cap(c.buf) {
+			return c.buf[:n], true
+		}
+		c.buf = make([]byte, 0, n)
+	}
+}
+
+// SetOperatorState stores v as operator state name; it is part of every
+// checkpoint from now on.
+func (c *Context) SetOperatorState(name string, v []byte) { hostOpStatePut(int32(c.op.id), name, v) }
+
+// DeleteOperatorState removes operator state name.
+func (c *Context) DeleteOperatorState(name string) { hostOpStateDelete(int32(c.op.id), name) }
+
+// KeyedContext is a Context inside a keyed operator, scoped to the key of the
+// record (or timer) being handled. State is kept by the host, per key, and is
+// part of every checkpoint.
+type KeyedContext struct {
+	Context
+	key []byte
+}
+
+// Key returns the current key. Valid during the call only.
+func (k *KeyedContext) Key() []byte { return k.key }
+
+// Get returns the current key's state name and whether it exists. The slice
+// is valid until the next state call on k.
+func (k *KeyedContext) Get(name string) ([]byte, bool) {
+	for {
+		n := hostStateGet(int32(k.op.id), name, k.key, k.buf[:cap(k.buf)])
+		if n == abi.Absent {
+			return nil, false
+		}
+		if int(n) <= cap(k.buf) {
+			return k.buf[:n], true
+		}
+		k.buf = make([]byte, 0, n)
+	}
+}
+
+// Put stores v as the current key's state name.
+func (k *KeyedContext) Put(name string, v []byte) { hostStatePut(int32(k.op.id), name, k.key, v) }
+
+// Delete removes the current key's state name.
+func (k *KeyedContext) Delete(name string) { hostStateDelete(int32(k.op.id), name, k.key) }
+
+// GetInt64 returns the current key's state name as an int64 (0 if absent).
+func (k *KeyedContext) GetInt64(name string) (int64, bool) {
+	b, ok := k.Get(name)
+	return AsInt64(b), ok
+}
+
+// PutInt64 stores n as the current key's state name.
+func (k *KeyedContext) PutInt64(name string, n int64) {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(n))
+	k.Put(name, b[:])
+}
+
+// RegisterTimer asks for the operator's OnTimer callback to run for the
+// current key once processing time reaches timeMs. Registering the same
+// time twice for a key gives one call.
+func (k *KeyedContext) RegisterTimer(timeMs int64) {
+	if k.op.timer == nil {
+		panic(fmt.Sprintf("RegisterTimer in %q: give the operator an OnTimer callback first", k.op.name))
+	}
+	hostTimerRegister(int32(k.op.id), k.key, timeMs)
+}
+
+// DeleteTimer cancels a timer registered for the current key.
+func (k *KeyedContext) DeleteTimer(timeMs int64) { hostTimerDelete(int32(k.op.id), k.key, timeMs) }
+
+// Count adds delta to the job-wide counter name. Counters are buffered in the
+// guest and handed to the host once per call.
+func Count(name string, delta int64) {
+	if counters == nil {
+		counters = make(map[string]int64)
+	}
+	counters[name] += delta
+}
+
+// counters holds counter deltas not yet sent to the host.
+var counters map[string]int64
+
+func flushCounters() {
+	for name, d := range counters {
+		if d != 0 {
+			hostCounterAdd(name, d)
+		}
+		delete(counters, name)
+	}
+}
+
+// stage is one operator of a task's chain, or the emitter after the last.
+type stage interface {
+	push(r Record)
+	endInput()
+}
+
+// task is the chain of operators one instance runs. A module instance runs
+// one task, so the current task is a package-level variable.
+type task struct {
+	info   abi.TaskInfo
+	ops    []*op
+	ctxs   []*Context
+	stages []stage // stages[i] runs ops[i]
+	head   stage
+	source *sourceStage
+	out    *emitter
+	recs   []Record // decode scratch
+}
+
+var current *task
+
+type emitter struct {
+	buf []byte
+	n   uint32
+}
+
+func newEmitter() *emitter { return &emitter{buf: make([]byte, 4, 64<<10)} }
+
+func (e *emitter) push(r Record) {
+	// The batch encoding (internal/abi), written in place: this runs once
+	// per output record, and Go's wasm code pays for every call.
+	need := 5 + len(r.Value)
+	if r.HasKey {
+		need += 4 + len(r.Key)
+	}
+	if r.HasTime {
+		need += 8
+	}
+	n := len(e.buf)
+	if cap(e.buf)-n < need {
+		nb := make([]byte, n, 2*cap(e.buf)+need)
+		copy(nb, e.buf)
+		e.buf = nb
+	}
+	b := e.buf[n : n+need]
+	var flags byte
+	i := 1
+	if r.HasKey {
+		flags |= 1
+		binary.LittleEndian.PutUint32(b[i:], uint32(len(r.Key)))
+		i += 4 + copy(b[i+4:], r.Key)
+	}
+	if r.HasTime {
+		flags |= 2
+		binary.LittleEndian.PutUint64(b[i:], uint64(r.Time))
+		i += 8
+	}
+	b[0] = flags
+	binary.LittleEndian.PutUint32(b[i:], uint32(len(r.Value)))
+	copy(b[i+4:], r.Value)
+	e.buf = e.buf[:n+need]
+	e.n++
+	if len(e.buf) >= flushBytes {
+		e.flush()
+	}
+}
+
+func (e *emitter) endInput() {}
+
+func (e *emitter) flush() {
+	if e.n == 0 {
+		return
+	}
+	binary.LittleEndian.PutUint32(e.buf, e.n)
+	hostEmit(e.buf)
+	e.buf = e.buf[:4]
+	e.n = 0
+}
+
+type mapStage struct {
+	fn   MapFunc
+	next stage
+	emit *emitter // next, when it is the emitter: a direct call is cheaper in wasm
+}
+
+func (s *mapStage) push(r Record) {
+	if s.emit != nil {
+		s.emit.push(s.fn(r))
+		return
+	}
+	s.next.push(s.fn(r))
+}
+func (s *mapStage) endInput() { s.next.endInput() }
+
+type filterStage struct {
+	fn   FilterFunc
+	next stage
+}
+
+func (s *filterStage) push(r Record) {
+	if s.fn(r) {
+		s.next.push(r)
+	}
+}
+func (s *filterStage) endInput() { s.next.endInput() }
+
+type flatMapStage struct {
+	fn   FlatMapFunc
+	out  Collector
+	next stage
+}
+
+func (s *flatMapStage) push(r Record) { s.fn(r, &s.out) }
+func (s *flatMapStage) endInput()     { s.next.endInput() }
+
+type keyByStage struct {
+	fn   KeyFunc
+	next stage
+}
+
+func (s *keyByStage) push(r Record) {
+	r.Key = s.fn(r)
+	r.HasKey = true
+	s.next.push(r)
+}
+func (s *keyByStage) endInput() { s.next.endInput() }
+
+type reduceStage struct {
+	ctx  KeyedContext
+	fn   ReduceFunc
+	op   *op
+	next stage
+	scan []byte
+	recs []Record
+}
+
+func (s *reduceStage) push(r Record) {
+	if !r.HasKey {
+		panic(fmt.Sprintf("reduce %q got a record without a key: put KeyBy before it", s.op.name))
+	}
+	s.ctx.key = r.Key
+	acc, _ := s.ctx.Get("")
+	acc = s.fn(acc, r)
+	s.ctx.Put("", acc)
+	if !s.op.final {
+		s.next.push(Record{Key: r.Key, HasKey: true, Value: acc})
+	}
+}
+
+func (s *reduceStage) endInput() {
+	if s.op.final {
+		if s.scan == nil {
+			s.scan = make([]byte, 64<<10)
+		}
+		for {
+			n := hostStateScan(int32(s.op.id), "", s.scan)
+			if n == 0 {
+				break
+			}
+			if n < 0 {
+				s.scan = make([]byte, -n)
+				continue
+			}
+			var err error
+			if s.recs, err = abi.DecodeBatch(s.recs[:0], s.scan[:n]); err != nil {
+				panic(fmt.Sprintf("reduce %q: state scan: %v", s.op.name, err))
+			}
+			for _, r := range s.recs {
+				s.next.push(r)
+			}
+		}
+	}
+	s.next.endInput()
+}
+
+type processStage struct {
+	ctx  KeyedContext
+	op   *op
+	out  Collector
+	next stage
+}
+
+func (s *processStage) push(r Record) {
+	if !r.HasKey {
+		panic(fmt.Sprintf("process %q got a record without a key: put KeyBy before it", s.op.name))
+	}
+	s.ctx.key = r.Key
+	s.op.process(&s.ctx, r, &s.out)
+}
+func (s *processStage) endInput() { s.next.endInput() }
+
+type sinkStage struct {
+	ctx *Context
+	fn  SinkFunc
+}
+
+func (s *sinkStage) push(r Record) { s.fn(s.ctx, r) }
+func (s *sinkStage) endInput()     {}
+
+type sourceStage struct {
+	ctx *Context
+	fn  SourceFunc
+	out Collector
+}
+
+// newTask builds the chain info.Chain names out of the job's declared
+// operators.
+func newTask(info abi.TaskInfo) (*task, error) {
+	env, err := declare(info.Args)
+	if err != nil {
+		return nil, err
+	}
+	if len(info.Chain) == 0 {
+		return nil, fmt.Errorf("open: empty chain")
+	}
+	t := &task{info: info, out: newEmitter()}
+	for i, id := range info.Chain {
+		if id < 1 || id > len(env.ops) {
+			return nil, fmt.Errorf("open: chain names vertex %d, the job declares 1..%d (is the plan deterministic?)", id, len(env.ops))
+		}
+		o := env.ops[id-1]
+		if o.connector != "" {
+			return nil, fmt.Errorf("open: vertex %d %q is the host connector %q, not guest code", id, o.name, o.connector)
+		}
+		if o.kind == jobgraph.KindSource && i != 0 {
+			return nil, fmt.Errorf("open: source %q inside a chain", o.name)
+		}
+		if o.kind == jobgraph.KindSink && i != len(info.Chain)-1 {
+			return nil, fmt.Errorf("open: sink %q is not the chain's tail", o.name)
+		}
+		t.ops = append(t.ops, o)
+		t.ctxs = append(t.ctxs, &Context{t: t, op: o})
+	}
+	t.stages = make([]stage, len(t.ops))
+	var next stage = t.out
+	for i := len(t.ops) - 1; i >= 0; i-- {
+		o, ctx := t.ops[i], t.ctxs[i]
+		var s stage
+		switch o.kind {
+		case jobgraph.KindMap:
+			em, _ := next.(*emitter)
+			s = &mapStage{fn: o.mapFn, next: next, emit: em}
+		case jobgraph.KindFilter:
+			s = &filterStage{fn: o.filter, next: next}
+		case jobgraph.KindFlatMap:
+			s = &flatMapStage{fn: o.flatMap, out: Collector{next: next}, next: next}
+		case jobgraph.KindKeyBy:
+			s = &keyByStage{fn: o.keyFn, next: next}
+		case jobgraph.KindReduce:
+			s = &reduceStage{ctx: KeyedContext{Context: *ctx}, fn: o.reduce, op: o, next: next}
+		case jobgraph.KindProcess:
+			s = &processStage{ctx: KeyedContext{Context: *ctx}, op: o, out: Collector{next: next}, next: next}
+		case jobgraph.KindSink:
+			s = &sinkStage{ctx: ctx, fn: o.sink}
+		case jobgraph.KindSource:
+			t.source = &sourceStage{ctx: ctx, fn: o.source, out: Collector{next: next}}
+			s = next // records never enter a source
+		default:
+			return nil, fmt.Errorf("open: vertex %d %q has unknown kind %q", o.id, o.name, o.kind)
+		}
+		t.stages[i] = s
+		next = s
+	}
+	t.head = t.stages[0]
+	return t, nil
+}
+
+// guard runs fn as the body of an export: a panic becomes StatusError with
+// the panic and its Go stack handed to the host through fail, and whatever
+// the call produced is flushed to the host.
+func guard(fn func() int32) (status int32) {
+	defer func() {
+		if r := recover(); r != nil {
+			hostFail(fmt.Sprintf("panic: %v\n\n%s", r, debug.Stack()))
+			status = abi.StatusError
+		}
+	}()
+	status = fn()
+	if current != nil {
+		current.out.flush()
+	}
+	flushCounters()
+	return status
+}
+
+func failf(format string, args ...any) int32 {
+	hostFail(fmt.Sprintf(format, args...))
+	return abi.StatusError
+}
+
+func doPlan(argsBatch []byte) int32 {
+	return guard(func() int32 {
+		recs, err := abi.DecodeBatch(nil, argsBatch)
+		if err != nil {
+			return failf("plan: arguments: %v", err)
+		}
+		args := make([]string, len(recs))
+		for i, r := range recs {
+			args[i] = string(r.Value)
+		}
+		env, err := declare(args)
+		if err != nil {
+			return failf("%v", err)
+		}
+		b, err := json.Marshal(env.graph())
+		if err != nil {
+			return failf("plan: %v", err)
+		}
+		hostSetPlan(b)
+		return abi.StatusOK
+	})
+}
+
+func doOpen(infoJSON []byte) int32 {
+	return guard(func() int32 {
+		if current != nil {
+			return failf("open: the instance already runs task %q", current.info.Task)
+		}
+		var info abi.TaskInfo
+		if err := json.Unmarshal(infoJSON, &info); err != nil {
+			return failf("open: task info: %v", err)
+		}
+		t, err := newTask(info)
+		if err != nil {
+			return failf("%v", err)
+		}
+		current = t
+		for i, o := range t.ops {
+			if o.onOpen != nil {
+				o.onOpen(t.ctxs[i])
+			}
+		}
+		return abi.StatusOK
+	})
+}
+
+func doProcess(batch []byte) int32 {
+	return guard(func() int32 {
+		t := current
+		if t == nil {
+			return failf("process before open")
+		}
+		if t.source != nil {
+			return failf("process: the chain's head %q is a source", t.ops[0].name)
+		}
+		if err := eachRecord(batch, t.head); err != nil {
+			return failf("process: %v", err)
+		}
+		return abi.StatusOK
+	})
+}
+
+func doSourcePoll(max int32) int32 {
+	return guard(func() int32 {
+		t := current
+		if t == nil {
+			return failf("source poll before open")
+		}
+		if t.source == nil {
+			return failf("source poll: the chain's head %q is not a source", t.ops[0].name)
+		}
+		if t.source.fn(t.source.ctx, int(max), &t.source.out) {
+			return abi.StatusDone
+		}
+		return abi.StatusOK
+	})
+}
+
+func doEndInput() int32 {
+	return guard(func() int32 {
+		t := current
+		if t == nil {
+			return failf("end of input before open")
+		}
+		t.head.endInput()
+		return abi.StatusOK
+	})
+}
+
+func doBarrier(checkpointID int64) int32 {
+	return guard(func() int32 {
+		t := current
+		if t == nil {
+			return failf("barrier before open")
+		}
+		for i, o := range t.ops {
+			if o.onBarrier != nil {
+				o.onBarrier(t.ctxs[i], checkpointID)
+			}
+		}
+		return abi.StatusOK
+	})
+}
+
+func doTimers(batch []byte) int32 {
+	return guard(func() int32 {
+		t := current
+		if t == nil {
+			return failf("timers before open")
+		}
+		var err error
+		if t.recs, err = abi.DecodeBatch(t.recs[:0], batch); err != nil {
+			return failf("timers: %v", err)
+		}
+		for _, r := range t.recs {
+			if len(r.Value) != 4 {
+				return failf("timers: a timer's value must be its 4-byte vertex id")
+			}
+			id := int(binary.LittleEndian.Uint32(r.Value))
+			var ps *processStage
+			for i, o := range t.ops {
+				if o.id == id {
+					ps, _ = t.stages[i].(*processStage)
+				}
+			}
+			if ps == nil || ps.op.timer == nil {
+				return failf("timers: vertex %d is not a process operator with OnTimer in this task", id)
+			}
+			ps.ctx.key = r.Key
+			ps.op.timer(&ps.ctx, r.Time, &ps.out)
+		}
+		return abi.StatusOK
+	})
+}
+
+func doClose() int32 {
+	return guard(func() int32 {
+		t := current
+		if t == nil {
+			return abi.StatusOK
+		}
+		for i, o := range t.ops {
+			if o.onClose != nil {
+				o.onClose(t.ctxs[i])
+			}
+		}
+		return abi.StatusOK
+	})
+}
+
+// eachRecord decodes batch (internal/abi's encoding) and pushes each record
+// to s as it goes, without a slice of records in between.
+func eachRecord(b []byte, s stage) error {
+	if len(b) < 4 {
+		return fmt.Errorf("%w: %d bytes", abi.ErrMalformedBatch, len(b))
+	}
+	n := binary.LittleEndian.Uint32(b)
+	p := uint64(4)
+	end := uint64(len(b))
+	for i := uint32(0); i < n; i++ {
+		var r Record
+		if p+5 > end {
+			return fmt.Errorf("%w: record %d truncated", abi.ErrMalformedBatch, i)
+		}
+		flags := b[p]
+		p++
+		if flags&^3 != 0 {
+			return fmt.Errorf("%w: record %d: unknown flags %#x", abi.ErrMalformedBatch, i, flags)
+		}
+		if flags&1 != 0 {
+			k := uint64(binary.LittleEndian.Uint32(b[p:]))
+			p += 4
+			if p+k+4 > end {
+				return fmt.Errorf("%w: record %d: key overruns the batch", abi.ErrMalformedBatch, i)
+			}
+			r.Key, r.HasKey = b[p:p+k:p+k], true
+			p += k
+		}
+		if flags&2 != 0 {
+			if p+12 > end {
+				return fmt.Errorf("%w: record %d: time overruns the batch", abi.ErrMalformedBatch, i)
+			}
+			r.Time, r.HasTime = int64(binary.LittleEndian.Uint64(b[p:])), true
+			p += 8
+		}
+		v := uint64(binary.LittleEndian.Uint32(b[p:]))
+		p += 4
+		if p+v > end {
+			return fmt.Errorf("%w: record %d: value overruns the batch", abi.ErrMalformedBatch, i)
+		}
+		r.Value = b[p : p+v : p+v]
+		p += v
+		s.push(r)
+	}
+	if p != end {
+		return fmt.Errorf("%w: %d trailing bytes", abi.ErrMalformedBatch, end-p)
+	}
+	return nil
+}
+
+// allocs keeps the regions handed to the host alive and lets exports find
+// them: the host passes back only pointers it got from sluice_alloc.
+var allocs = map[uint32][]byte{}
+
+func region(ptr, n uint32) []byte {
+	b, ok := allocs[ptr]
+	if !ok || uint64(n) > uint64(len(b)) {
+		panic(fmt.Sprintf("the host passed [%#x, +%d), which is not inside a region from sluice_alloc", ptr, n))
+	}
+	return b[:n]
+}

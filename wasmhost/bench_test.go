@@ -1,0 +1,200 @@
+package wasmhost
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/abi"
+	"github.com/sluicehq/sluice/wasmhost/internal/benchfn"
+)
+
+// benchBatch is the map benchmark's input: records of 100-byte values.
+func benchBatch(n int) []abi.Record {
+	recs := make([]abi.Record, n)
+	for i := range recs {
+		v := make([]byte, 100)
+		for j := range v {
+			v[j] = "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJ0123456789"[(i+j)%47]
+		}
+		recs[i].Value = v
+	}
+	return recs
+}
+
+// nativeMap is the baseline: the same function, natively, with the same
+// batch encoding in and out that the ABI path has (encode the input, decode
+// it, map each record, encode the output, decode it for the consumer).
+type nativeMap struct {
+	fn           func(dst []byte, r abi.Record) []byte
+	in, out, buf []byte
+	recs, outs   []abi.Record
+	emitted      int
+}
+
+func (n *nativeMap) process(recs []abi.Record) {
+	n.in = abi.AppendBatch(n.in[:0], recs)
+	n.recs, _ = abi.DecodeBatch(n.recs[:0], n.in)
+	n.out = append(n.out[:0], 0, 0, 0, 0)
+	for i := range n.recs {
+		r := n.recs[i]
+		n.buf = n.fn(n.buf[:0], r)
+		r.Value = n.buf
+		n.out = abi.AppendRecord(n.out, &r)
+	}
+	putCount(n.out, len(n.recs))
+	n.outs, _ = abi.DecodeBatch(n.outs[:0], n.out)
+	n.emitted += len(n.outs)
+}
+
+func putCount(b []byte, n int) {
+	b[0], b[1], b[2], b[3] = byte(n), byte(n>>8), byte(n>>16), byte(n>>24)
+}
+
+// measure runs f for at least d and returns its time per call.
+func measure(d time.Duration, f func()) time.Duration {
+	f()
+	n := 0
+	start := time.Now()
+	for time.Since(start) < d {
+		f()
+		n++
+	}
+	return time.Since(start) / time.Duration(n)
+}
+
+// BenchmarkMapABI maps batches of 100-byte records through the ABI (one
+// process call in, one emit out per batch) and reports native/abi: the time
+// the same function takes natively, with the same batch encoding in and out,
+// over the time through the sandbox (1 = no overhead). Three functions:
+//
+//   - upper: ASCII upper-casing, a realistic small map;
+//   - identity: returns the record, so the figure is the ABI's own cost;
+//   - compute: upper-cases each record 100 times, so the figure is how fast
+//     Go's wasm code runs in wazero, nearly without the boundary.
+func BenchmarkMapABI(b *testing.B) {
+	ctx := context.Background()
+	upper := func(dst []byte, r abi.Record) []byte { return benchfn.Upper(dst, r.Value) }
+	fns := []struct {
+		name, mode string
+		native     func(dst []byte, r abi.Record) []byte
+		sizes      []int
+	}{
+		{"upper", "bench", upper, []int{100, 1000, 10000}},
+		{"identity", "identity", func(dst []byte, r abi.Record) []byte { return append(dst, r.Value...) }, []int{1000}},
+		{"compute", "bench-compute", func(dst []byte, r abi.Record) []byte {
+			for i := 0; i < 100; i++ {
+				dst = benchfn.Upper(dst[:0], r.Value)
+			}
+			return dst
+		}, []int{100}},
+	}
+	for _, fn := range fns {
+		for _, size := range fn.sizes {
+			b.Run(fn.name+"/"+itoa(size)+"records", func(b *testing.B) {
+				recs := benchBatch(size)
+				emitted := 0
+				tt := openTask(b, []string{fn.mode}, []int{2}, TaskConfig{Emit: func(out []abi.Record) error {
+					emitted += len(out)
+					return nil
+				}})
+				native := nativeMap{fn: fn.native}
+				nativeT := measure(300*time.Millisecond, func() { native.process(recs) })
+				b.SetBytes(int64(100 * size))
+				b.ResetTimer()
+				start := time.Now()
+				for i := 0; i < b.N; i++ {
+					if err := tt.in.Process(ctx, recs); err != nil {
+						b.Fatal(err)
+					}
+				}
+				abiT := time.Since(start) / time.Duration(b.N)
+				b.StopTimer()
+				if emitted != b.N*size {
+					b.Fatalf("emitted %d records, want %d", emitted, b.N*size)
+				}
+				b.ReportMetric(float64(nativeT)/float64(abiT), "native/abi")
+				b.ReportMetric(float64(abiT.Nanoseconds())/float64(size), "ns/record")
+				b.ReportMetric(float64(nativeT.Nanoseconds())/float64(size), "native-ns/record")
+			})
+		}
+	}
+}
+
+// BenchmarkCompile compiles the test guest from the on-disk cache in a new
+// runtime (as a restarted TaskManager would) and reports the ratio to a cold
+// compile, measured in the same run.
+func BenchmarkCompile(b *testing.B) {
+	testGuest(b)
+	ctx := context.Background()
+	compile := func(dir string) time.Duration {
+		start := time.Now()
+		rt, err := NewRuntime(ctx, NewRuntimeConfig().WithCacheDir(dir))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := rt.Compile(ctx, shared.wasm); err != nil {
+			b.Fatal(err)
+		}
+		d := time.Since(start)
+		rt.Close(ctx)
+		return d
+	}
+	cold := func() time.Duration {
+		dir, err := os.MkdirTemp("", "sluice-bench-cold-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer os.RemoveAll(dir)
+		return compile(dir)
+	}
+	coldT := cold()
+	warmDir := b.TempDir()
+	compile(warmDir) // populate
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		compile(warmDir)
+	}
+	warmT := time.Since(start) / time.Duration(b.N)
+	b.StopTimer()
+	b.ReportMetric(float64(warmT)/float64(coldT), "cached/cold")
+	b.ReportMetric(coldT.Seconds()*1000, "cold-ms")
+	b.ReportMetric(warmT.Seconds()*1000, "cached-ms")
+}
+
+// BenchmarkInstantiate measures what a task start costs in wasmhost:
+// instantiate the compiled guest (running the Go runtime's initialization),
+// open the task (the guest rebuilds its plan), and close it.
+func BenchmarkInstantiate(b *testing.B) {
+	_, mod := testGuest(b)
+	ctx := context.Background()
+	g, err := mod.Plan(ctx, []string{"identity"}, Limits{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := TaskConfig{Parallelism: 1, Chain: g.Vertices[1:2], Args: []string{"identity"}, Emit: func([]abi.Record) error { return nil }}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		in, err := mod.Instantiate(ctx, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := in.Open(ctx); err != nil {
+			b.Fatal(err)
+		}
+		in.Close(ctx)
+	}
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var b []byte
+	for ; n > 0; n /= 10 {
+		b = append([]byte{byte('0' + n%10)}, b...)
+	}
+	return string(b)
+}

@@ -1,0 +1,128 @@
+package wasmhost
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/abi"
+	"github.com/sluicehq/sluice/internal/jobgraph"
+)
+
+// Defaults for a zero Limits field.
+const (
+	DefaultMemoryLimitBytes = 256 << 20
+	DefaultCallTimeout      = 10 * time.Second
+	DefaultMaxLogBytes      = 1 << 20
+	DefaultMaxStateBytes    = 1 << 30
+)
+
+// RuntimeConfig configures a Runtime. It is immutable: each With method
+// returns a changed copy. The zero value is not usable; start from
+// NewRuntimeConfig.
+type RuntimeConfig struct {
+	cacheDir       string
+	maxMemoryBytes uint64
+	maxModuleBytes int
+	logger         *slog.Logger
+}
+
+// NewRuntimeConfig returns the defaults: no on-disk cache, instances capped
+// at 4 GiB of linear memory at most (each instance's own cap comes from its
+// Limits), modules up to 64 MiB, logs discarded unless a task brings its own
+// logger.
+func NewRuntimeConfig() RuntimeConfig {
+	return RuntimeConfig{maxMemoryBytes: 4 << 30, maxModuleBytes: 64 << 20}
+}
+
+// WithCacheDir keeps compiled machine code in dir, so a module compiled once
+// by any process sharing dir compiles again in a fraction of the time.
+// Empty means no on-disk cache (an in-memory cache by digest is always on).
+func (c RuntimeConfig) WithCacheDir(dir string) RuntimeConfig {
+	c.cacheDir = dir
+	return c
+}
+
+// WithMaxMemoryBytes is the ceiling no instance's memory cap may exceed,
+// rounded down to whole 64 KiB pages (at most 4 GiB, the wasm32 limit).
+func (c RuntimeConfig) WithMaxMemoryBytes(n uint64) RuntimeConfig {
+	c.maxMemoryBytes = n
+	return c
+}
+
+// WithMaxModuleBytes rejects larger modules before compiling them.
+func (c RuntimeConfig) WithMaxModuleBytes(n int) RuntimeConfig {
+	c.maxModuleBytes = n
+	return c
+}
+
+// WithLogger is where guest output and log calls go when a task brings no
+// logger of its own, and during Plan. Nil discards them.
+func (c RuntimeConfig) WithLogger(l *slog.Logger) RuntimeConfig {
+	c.logger = l
+	return c
+}
+
+// Limits bound what one guest instance may use. Zero fields take the
+// Default* values.
+type Limits struct {
+	// MemoryLimitBytes caps the instance's linear memory. A guest that grows
+	// past it sees memory.grow fail; a Go guest then dies with "out of
+	// memory" and the call fails with ErrMemoryLimit.
+	MemoryLimitBytes uint64
+	// CallTimeout is the deadline of each call into the guest, including
+	// instantiation. When it passes the instance is closed and the call
+	// fails with ErrDeadline.
+	CallTimeout time.Duration
+	// MaxLogBytes bounds what the instance may log (stdout, stderr and the
+	// log import together); beyond it output is dropped with one note.
+	MaxLogBytes int64
+	// MaxStateBytes bounds the keys and values the instance keeps in its
+	// State; a put beyond it traps with ErrMemoryLimit.
+	MaxStateBytes int64
+	// GrantClock gives the guest the host's clocks: WASI clock_time_get and
+	// now_ms read real time. Without it WASI clocks are wazero's
+	// deterministic fake clocks and now_ms is the task's virtual processing
+	// time (the latest FireTimers time). See docs/ABI.md.
+	GrantClock bool
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MemoryLimitBytes == 0 {
+		l.MemoryLimitBytes = DefaultMemoryLimitBytes
+	}
+	if l.CallTimeout == 0 {
+		l.CallTimeout = DefaultCallTimeout
+	}
+	if l.MaxLogBytes == 0 {
+		l.MaxLogBytes = DefaultMaxLogBytes
+	}
+	if l.MaxStateBytes == 0 {
+		l.MaxStateBytes = DefaultMaxStateBytes
+	}
+	return l
+}
+
+// TaskConfig describes the task a module instance runs.
+type TaskConfig struct {
+	JobID    string
+	TaskName string
+	// Chain is the guest operators of the task in chain order: records go
+	// into Chain[0], and Chain[len-1]'s output reaches Emit. Host connectors
+	// are not part of it.
+	Chain []jobgraph.Vertex
+	// Subtask of Parallelism; MaxParallelism is the job's number of key
+	// groups (0 means jobgraph.DefaultMaxParallelism).
+	Subtask, Parallelism, MaxParallelism int
+	Args                                 []string
+	// Emit receives each batch the chain's tail emits, synchronously during
+	// the call that produced it. The records alias guest memory and are
+	// valid only until Emit returns: copy what you keep. An error fails the
+	// call (and the instance). Nil when the tail is a guest sink.
+	Emit func(recs []abi.Record) error
+	// Logger gets the guest's output with the runtime's logger as fallback.
+	Logger *slog.Logger
+	Limits Limits
+	// State is the task's host-managed keyed and operator state, for example
+	// one restored from a checkpoint. Nil means a fresh, empty State.
+	State *State
+}

@@ -1,0 +1,442 @@
+package wasmhost
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/sluicehq/sluice/internal/abi"
+	"github.com/sluicehq/sluice/internal/jobgraph"
+)
+
+// Instance is one module instance running one task's chain of operators.
+//
+// # Notes
+//
+// One goroutine drives an instance (Open, Process, ..., Close); Counters,
+// Stats and NextTimer may be called from others. After any error the
+// instance is unusable: every later call returns the first error.
+type Instance struct {
+	m      *Module
+	cfg    TaskConfig
+	lim    Limits
+	logger *slog.Logger
+	state  *State
+	kinds  map[uint32]jobgraph.Kind
+
+	keyGroupStart, keyGroupEnd int
+
+	mod      api.Module
+	mem      api.Memory
+	deadline deadline
+	alloc    *cappedAllocator
+	logs     *logSink
+	stdout   *streamWriter
+	stderr   *streamWriter
+	fns      struct {
+		alloc, free, plan, open, process, sourcePoll, endInput, barrier, timers, close api.Function
+	}
+
+	stack        [2]uint64
+	inPtr, inCap uint32 // the region from sluice_alloc that input batches go into
+	emitRecs     []abi.Record
+	keyBuf       []byte
+	timerRecs    []abi.Record
+	scan         *scanState
+	now          int64 // virtual processing time: the latest FireTimers time
+
+	planning bool
+	plan     []byte
+	failMsg  string
+	opened   bool
+	closed   bool
+	failed   error
+
+	countsMu sync.Mutex
+	counts   map[string]int64
+
+	stats struct{ calls, allocs, emits, hostCalls atomic.Int64 }
+}
+
+// instKey is the context key under which calls into the guest carry their
+// Instance, so the shared host functions know whose call they serve.
+type instKey struct{}
+
+// CallStats counts crossings of the sandbox boundary.
+type CallStats struct {
+	Calls     int64 // calls into the guest (exports), including Allocs
+	Allocs    int64 // of which sluice_alloc and sluice_free
+	Emits     int64 // emit calls from the guest
+	HostCalls int64 // all host function calls from the guest, including Emits
+}
+
+// Stats returns how often the instance crossed the boundary so far.
+func (in *Instance) Stats() CallStats {
+	return CallStats{
+		Calls: in.stats.calls.Load(), Allocs: in.stats.allocs.Load(),
+		Emits: in.stats.emits.Load(), HostCalls: in.stats.hostCalls.Load(),
+	}
+}
+
+// State returns the instance's host-managed state.
+func (in *Instance) State() *State { return in.state }
+
+// Open tells the guest which task it runs (abi.TaskInfo) and runs the
+// operators' open hooks.
+func (in *Instance) Open(ctx context.Context) error {
+	if in.opened {
+		return errors.New("open: already open")
+	}
+	ids := make([]int, len(in.cfg.Chain))
+	for i, v := range in.cfg.Chain {
+		ids[i] = v.ID
+	}
+	info, err := json.Marshal(abi.TaskInfo{
+		JobID: in.cfg.JobID, Task: in.cfg.TaskName, Chain: ids,
+		Subtask: in.cfg.Subtask, Parallelism: in.cfg.Parallelism, MaxParallelism: in.cfg.MaxParallelism,
+		KeyGroupStart: in.keyGroupStart, KeyGroupEnd: in.keyGroupEnd, Args: in.cfg.Args,
+	})
+	if err != nil {
+		return err
+	}
+	ptr, err := in.region(ctx, len(info))
+	if err != nil {
+		return err
+	}
+	buf, _ := in.mem.Read(ptr, uint32(len(info)))
+	copy(buf, info)
+	in.stack[0], in.stack[1] = uint64(ptr), uint64(len(info))
+	if _, err := in.call(ctx, abi.ExportOpen, in.fns.open, in.stack[:2]); err != nil {
+		return err
+	}
+	in.opened = true
+	return nil
+}
+
+// Process hands one batch to the chain's head: exactly one call into the
+// guest (plus an allocation call when the batch outgrows the input region).
+// The chain's output reaches TaskConfig.Emit before Process returns.
+func (in *Instance) Process(ctx context.Context, recs []abi.Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	return in.callBatch(ctx, abi.ExportProcess, in.fns.process, recs)
+}
+
+// callBatch encodes recs straight into the guest's input region and calls fn
+// with it.
+func (in *Instance) callBatch(ctx context.Context, name string, fn api.Function, recs []abi.Record) error {
+	size := 4
+	for i := range recs {
+		size += abi.RecordSize(&recs[i])
+	}
+	if size > math.MaxInt32 {
+		return fmt.Errorf("%s: batch of %d bytes is too large", name, size)
+	}
+	ptr, err := in.region(ctx, size)
+	if err != nil {
+		return err
+	}
+	view, _ := in.mem.Read(ptr, uint32(size))
+	if b := abi.AppendBatch(view[:0], recs); len(b) != size || &b[0] != &view[0] {
+		return fmt.Errorf("%s: batch encoding is %d bytes, expected %d", name, len(b), size)
+	}
+	in.stack[0], in.stack[1] = uint64(ptr), uint64(size)
+	_, err = in.call(ctx, name, fn, in.stack[:2])
+	return err
+}
+
+// SourcePoll asks a guest source at the chain's head for up to max records,
+// which reach Emit before it returns. done reports that the source ended.
+func (in *Instance) SourcePoll(ctx context.Context, max int) (done bool, err error) {
+	if in.fns.sourcePoll == nil {
+		return false, fmt.Errorf("source poll: module %s has no %s export", shortDigest(in.m.digest), abi.ExportSourcePoll)
+	}
+	if max < 1 || max > math.MaxInt32 {
+		return false, fmt.Errorf("source poll: max %d out of range", max)
+	}
+	in.stack[0] = uint64(max)
+	st, err := in.call(ctx, abi.ExportSourcePoll, in.fns.sourcePoll, in.stack[:1])
+	return st == abi.StatusDone, err
+}
+
+// EndInput tells the guest its bounded input ended; final results (for
+// example of a Reduce with EmitFinal) reach Emit before it returns.
+func (in *Instance) EndInput(ctx context.Context) error {
+	if in.fns.endInput == nil {
+		return in.usable()
+	}
+	_, err := in.call(ctx, abi.ExportEndInput, in.fns.endInput, in.stack[:0])
+	return err
+}
+
+// Barrier runs the operators' barrier hooks for checkpointID. Snapshot the
+// State after it returns and before the next call.
+func (in *Instance) Barrier(ctx context.Context, checkpointID int64) error {
+	if in.fns.barrier == nil {
+		return in.usable()
+	}
+	in.stack[0] = uint64(checkpointID)
+	_, err := in.call(ctx, abi.ExportBarrier, in.fns.barrier, in.stack[:1])
+	return err
+}
+
+// NextTimer returns the time of the earliest registered timer.
+func (in *Instance) NextTimer() (atMs int64, ok bool) { return in.state.nextTimer() }
+
+// FireTimers advances the task's processing time to nowMs and fires every
+// timer due by then, in one call into the guest.
+func (in *Instance) FireTimers(ctx context.Context, nowMs int64) error {
+	if err := in.usable(); err != nil {
+		return err
+	}
+	if nowMs > in.now {
+		in.now = nowMs
+	}
+	if at, ok := in.state.nextTimer(); !ok || at > nowMs {
+		return nil
+	}
+	if in.fns.timers == nil {
+		return fmt.Errorf("fire timers: module %s registered timers but has no %s export", shortDigest(in.m.digest), abi.ExportTimers)
+	}
+	due := in.state.popDue(nowMs)
+	recs := in.timerRecs[:0]
+	for _, tk := range due {
+		recs = append(recs, abi.Record{
+			Key: []byte(tk[12:]), HasKey: true,
+			Time: int64(binary.LittleEndian.Uint64([]byte(tk[4:12]))), HasTime: true,
+			Value: []byte(tk[:4]),
+		})
+	}
+	in.timerRecs = recs[:0]
+	return in.callBatch(ctx, abi.ExportTimers, in.fns.timers, recs)
+}
+
+// Counters returns the counters the guest added to so far.
+func (in *Instance) Counters() map[string]int64 {
+	in.countsMu.Lock()
+	defer in.countsMu.Unlock()
+	out := make(map[string]int64, len(in.counts))
+	for k, v := range in.counts {
+		out[k] = v
+	}
+	return out
+}
+
+// Close runs the guest's close hooks (when the instance is healthy) and
+// frees the instance. It is safe to call more than once.
+func (in *Instance) Close(ctx context.Context) error {
+	if in.closed {
+		return nil
+	}
+	var err error
+	if in.opened && in.failed == nil && in.fns.close != nil {
+		_, err = in.call(ctx, abi.ExportClose, in.fns.close, in.stack[:0])
+	}
+	in.closed = true
+	if in.mod != nil {
+		in.mod.Close(context.WithoutCancel(ctx))
+	}
+	in.stdout.flush()
+	in.stderr.flush()
+	in.logs.close()
+	return err
+}
+
+func (in *Instance) usable() error {
+	if in.failed != nil {
+		return in.failed
+	}
+	if in.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// region returns the input region, growing it through sluice_free and
+// sluice_alloc when size does not fit.
+func (in *Instance) region(ctx context.Context, size int) (uint32, error) {
+	if uint32(size) <= in.inCap && in.inPtr != 0 {
+		return in.inPtr, nil
+	}
+	if in.inPtr != 0 {
+		in.stack[0] = uint64(in.inPtr)
+		in.stats.allocs.Add(1)
+		if _, err := in.call(ctx, abi.ExportFree, in.fns.free, in.stack[:1]); err != nil {
+			return 0, err
+		}
+		in.inPtr, in.inCap = 0, 0
+	}
+	c := uint64(size)
+	if c < 64<<10 {
+		c = 64 << 10
+	}
+	if d := 2 * uint64(in.inCap); c < d {
+		c = d
+	}
+	if c > math.MaxInt32 {
+		c = uint64(size)
+	}
+	in.stack[0] = c
+	in.stats.allocs.Add(1)
+	if _, err := in.call(ctx, abi.ExportAlloc, in.fns.alloc, in.stack[:1]); err != nil {
+		return 0, err
+	}
+	ptr := uint32(in.stack[0])
+	if _, ok := in.mem.Read(ptr, uint32(c)); !ok || ptr == 0 {
+		err := &GuestError{Digest: in.m.digest, Function: abi.ExportAlloc, Cause: ErrTrap,
+			Message: fmt.Sprintf("returned [%#x, +%d), which is not inside its %d bytes of memory", ptr, c, in.mem.Size())}
+		if in.alloc.denied {
+			err.Cause = ErrMemoryLimit
+		}
+		in.failed = err
+		return 0, err
+	}
+	in.inPtr, in.inCap = ptr, uint32(c)
+	return ptr, nil
+}
+
+// call runs one guest export under the call deadline and turns every way it
+// can fail into an error; it returns the export's status.
+func (in *Instance) call(ctx context.Context, name string, fn api.Function, stack []uint64) (int32, error) {
+	if err := in.usable(); err != nil {
+		return 0, err
+	}
+	if fn == nil {
+		return 0, fmt.Errorf("module %s has no export %s", shortDigest(in.m.digest), name)
+	}
+	if n := len(fn.Definition().ResultTypes()); len(stack) < n {
+		stack = in.stack[:n] // CallWithStack needs room for the results
+	}
+	in.failMsg = ""
+	in.logs.resetCall()
+	in.stats.calls.Add(1)
+	in.deadline.begin(in.lim.CallTimeout)
+	stopWatching := context.AfterFunc(ctx, in.deadline.cancel)
+	err := fn.CallWithStack(context.WithValue(ctx, instKey{}, in), stack)
+	stopWatching()
+	hit, cancelled := in.deadline.end()
+	if err != nil {
+		in.failed = in.classify(ctx, name, err, hit, cancelled)
+		return 0, in.failed
+	}
+	if len(fn.Definition().ResultTypes()) == 0 || name == abi.ExportAlloc {
+		return abi.StatusOK, nil
+	}
+	switch st := int32(uint32(stack[0])); st {
+	case abi.StatusOK, abi.StatusDone:
+		return st, nil
+	case abi.StatusError:
+		msg := in.failMsg
+		if msg == "" {
+			msg = "(the guest gave no reason)"
+		}
+		in.failed = &GuestError{Digest: in.m.digest, Function: name, Cause: ErrGuestFailed, Message: msg}
+		return st, in.failed
+	default:
+		in.failed = &GuestError{Digest: in.m.digest, Function: name, Cause: ErrTrap,
+			Message: fmt.Sprintf("returned unknown status %d", st)}
+		return st, in.failed
+	}
+}
+
+// classify turns an error from wazero into a *GuestError, the caller's
+// context error, or the host error that aborted the call.
+func (in *Instance) classify(ctx context.Context, name string, err error, hit, cancelled bool) error {
+	var ha *hostAbort
+	if errors.As(err, &ha) {
+		return fmt.Errorf("guest %s: %w", name, ha.err)
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil || cancelled {
+		if ctxErr == nil {
+			ctxErr = context.Canceled
+		}
+		return fmt.Errorf("guest %s: %w", name, ctxErr)
+	}
+	in.stderr.flush()
+	ge := &GuestError{Digest: in.m.digest, Function: name, Cause: ErrTrap, Err: err, Output: in.logs.stderrOfCall()}
+	ge.Message, ge.Stack = splitStack(err.Error())
+	var te *trapError
+	var exit *sys.ExitError
+	switch {
+	case hit:
+		ge.Cause = ErrDeadline
+		ge.Message = fmt.Sprintf("the call ran longer than its deadline of %v and was stopped", in.lim.CallTimeout)
+	case errors.As(err, &te):
+		ge.Cause, ge.Message = te.cause, te.msg
+	case errors.As(err, &exit):
+		switch exit.ExitCode() {
+		case sys.ExitCodeDeadlineExceeded:
+			ge.Cause = ErrDeadline
+			ge.Message = fmt.Sprintf("the call ran longer than its deadline of %v; the instance was stopped", in.lim.CallTimeout)
+		case sys.ExitCodeContextCanceled:
+			return fmt.Errorf("guest %s: %w", name, context.Canceled)
+		default:
+			ge.Cause = ErrExit
+			ge.Message = fmt.Sprintf("exit code %d", exit.ExitCode())
+		}
+	case isWasmStackOverflow(err):
+		ge.Cause = ErrStackOverflow
+	}
+	// A Go guest's runtime reports its own stack overflow on stderr, then
+	// aborts with a trap; its goroutine stacks are in linear memory, out of
+	// wazero's sight.
+	if (ge.Cause == ErrTrap || ge.Cause == ErrExit) && strings.Contains(ge.Output, "fatal error: stack overflow") {
+		ge.Cause = ErrStackOverflow
+	}
+	if in.alloc.denied && ge.Cause != ErrDeadline {
+		// The guest failed after a memory.grow was refused.
+		ge.Cause = ErrMemoryLimit
+		ge.Message = fmt.Sprintf("the guest reached its memory cap of %d bytes, then failed: %s", in.lim.MemoryLimitBytes, ge.Message)
+	}
+	return ge
+}
+
+// isWasmStackOverflow recognises wazero's stack overflow, which it returns
+// as an unexported error type without a stack trace.
+func isWasmStackOverflow(err error) bool {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if e.Error() == "stack overflow" {
+			return true
+		}
+	}
+	return false
+}
+
+// splitStack separates wazero's message from the "wasm stack trace:" that
+// follows it.
+func splitStack(s string) (msg, stack string) {
+	const marker = "\nwasm stack trace:\n"
+	i := strings.Index(s, marker)
+	if i < 0 {
+		return s, ""
+	}
+	msg = strings.TrimSuffix(s[:i], " (recovered by wazero)")
+	stack = s[i+len(marker):]
+	if j := strings.Index(stack, "\n\nGo runtime stack trace:"); j >= 0 {
+		stack = stack[:j]
+	}
+	lines := strings.Split(stack, "\n")
+	for i := range lines {
+		// Frames read "<module>.<function>(...)"; guest instances are
+		// anonymous, which leaves a leading dot.
+		lines[i] = strings.TrimPrefix(strings.TrimPrefix(lines[i], "\t"), ".")
+	}
+	return msg, strings.Join(lines, "\n")
+}
+
+type scanState struct {
+	prefix string
+	keys   []string
+	pos    int
+}

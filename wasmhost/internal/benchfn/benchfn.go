@@ -1,0 +1,16 @@
+// Package benchfn holds the function the ABI benchmark runs both inside a
+// guest and natively, so the two sides do the same work.
+package benchfn
+
+// Upper appends src with ASCII letters upper-cased to dst.
+func Upper(dst, src []byte) []byte {
+	n := len(dst)
+	dst = append(dst, src...)
+	b := dst[n:]
+	for i, c := range b {
+		if 'a' <= c && c <= 'z' {
+			b[i] = c - ('a' - 'A')
+		}
+	}
+	return dst
+}

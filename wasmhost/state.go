@@ -1,0 +1,525 @@
+package wasmhost
+
+import (
+	"bytes"
+	"container/heap"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"sort"
+	"sync"
+
+	"github.com/sluicehq/sluice/internal/keygroup"
+)
+
+// State is a task's host-managed state: keyed state and timers by key
+// group, and operator state. Guests reach it through the ABI; the host
+// snapshots it at checkpoints and restores it on recovery, at the same or a
+// different parallelism (whole key groups move between subtasks).
+//
+// # Notes
+//
+// Methods are safe for concurrent use, but a consistent checkpoint needs
+// Snapshot to run between Barrier and the next call into the guest. To
+// upload asynchronously, Snapshot into a buffer first.
+type State struct {
+	mu         sync.Mutex
+	maxP       int
+	start, end int // inclusive key group range
+
+	groups []map[string][]byte   // keyed state per key group, by stateKey
+	timers []map[string]struct{} // timers per key group, by timerKey
+	ops    map[string][]byte     // operator state by opKey
+	queue  timerQueue
+	bytes  int64 // keys and values held, for Limits.MaxStateBytes
+}
+
+// NewState returns empty state for the key groups keyGroupStart..keyGroupEnd
+// (inclusive) of maxParallelism, as keygroup.Range gives them.
+func NewState(maxParallelism, keyGroupStart, keyGroupEnd int) *State {
+	if maxParallelism < 1 {
+		maxParallelism = 1
+	}
+	if keyGroupStart < 0 {
+		keyGroupStart = 0
+	}
+	if keyGroupEnd < keyGroupStart {
+		keyGroupEnd = keyGroupStart - 1 // no key groups
+	}
+	n := keyGroupEnd - keyGroupStart + 1
+	s := &State{
+		maxP: maxParallelism, start: keyGroupStart, end: keyGroupEnd,
+		groups: make([]map[string][]byte, n),
+		timers: make([]map[string]struct{}, n),
+		ops:    make(map[string][]byte),
+	}
+	return s
+}
+
+// KeyGroups returns the max parallelism and the inclusive range of key
+// groups s holds.
+func (s *State) KeyGroups() (maxParallelism, start, end int) { return s.maxP, s.start, s.end }
+
+// Size returns the bytes of keys and values s holds.
+func (s *State) Size() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bytes
+}
+
+// appendStateKey appends the map key of keyed state: u32 vertex, u16 name
+// length, name, key. Entries of one (vertex, name) share a prefix.
+func appendStateKey(dst []byte, vertex uint32, name, key []byte) []byte {
+	dst = binary.LittleEndian.AppendUint32(dst, vertex)
+	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(name)))
+	dst = append(dst, name...)
+	return append(dst, key...)
+}
+
+// appendTimerKey appends the map key of a timer: u32 vertex, i64 time, key.
+func appendTimerKey(dst []byte, vertex uint32, t int64, key []byte) []byte {
+	dst = binary.LittleEndian.AppendUint32(dst, vertex)
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(t))
+	return append(dst, key...)
+}
+
+func (s *State) group(key []byte) (int, error) {
+	kg := keygroup.Of(key, s.maxP)
+	if kg < s.start || kg > s.end {
+		return 0, fmt.Errorf("key %q is in key group %d, which this subtask does not hold (%d..%d): records must reach keyed operators through a hash edge", truncate(key, 64), kg, s.start, s.end)
+	}
+	return kg - s.start, nil
+}
+
+func truncate(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
+}
+
+// get returns the value under composite key ck in key's group.
+func (s *State) get(key, ck []byte) ([]byte, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, err := s.group(key)
+	if err != nil {
+		return nil, false, err
+	}
+	v, ok := s.groups[g][string(ck)]
+	return v, ok, nil
+}
+
+func (s *State) put(key, ck, val []byte, limit int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, err := s.group(key)
+	if err != nil {
+		return err
+	}
+	m := s.groups[g]
+	if m == nil {
+		m = make(map[string][]byte)
+		s.groups[g] = m
+	}
+	old, ok := m[string(ck)]
+	grow := int64(len(val))
+	if ok {
+		grow -= int64(len(old))
+	} else {
+		grow += int64(len(ck))
+	}
+	if limit > 0 && grow > 0 && s.bytes+grow > limit {
+		return fmt.Errorf("%w: state would grow to %d bytes, above the limit of %d", errStateLimit, s.bytes+grow, limit)
+	}
+	s.bytes += grow
+	if ok && cap(old) >= len(val) {
+		// Reuse the old value's buffer: a reduce rewrites every key often.
+		m[string(ck)] = append(old[:0], val...)
+		return nil
+	}
+	m[string(ck)] = append([]byte(nil), val...)
+	return nil
+}
+
+func (s *State) del(key, ck []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, err := s.group(key)
+	if err != nil {
+		return err
+	}
+	if old, ok := s.groups[g][string(ck)]; ok {
+		s.bytes -= int64(len(ck) + len(old))
+		delete(s.groups[g], string(ck))
+	}
+	return nil
+}
+
+// scanKeys returns the user keys under prefix (a stateKey without the key),
+// sorted by key group then key, so scans are deterministic.
+func (s *State) scanKeys(prefix []byte) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, m := range s.groups {
+		first := len(out)
+		for k := range m {
+			if len(k) >= len(prefix) && k[:len(prefix)] == string(prefix) {
+				out = append(out, k)
+			}
+		}
+		sort.Strings(out[first:])
+	}
+	return out
+}
+
+// lookup returns the value under a full composite key found by scanKeys.
+func (s *State) lookup(ck string, userKey []byte) ([]byte, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := keygroup.Of(userKey, s.maxP) - s.start
+	if g < 0 || g >= len(s.groups) {
+		return nil, false
+	}
+	v, ok := s.groups[g][ck]
+	return v, ok
+}
+
+func (s *State) opGet(ck []byte) ([]byte, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.ops[string(ck)]
+	return v, ok
+}
+
+func (s *State) opPut(ck, val []byte, limit int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, ok := s.ops[string(ck)]
+	grow := int64(len(val))
+	if ok {
+		grow -= int64(len(old))
+	} else {
+		grow += int64(len(ck))
+	}
+	if limit > 0 && grow > 0 && s.bytes+grow > limit {
+		return fmt.Errorf("%w: state would grow to %d bytes, above the limit of %d", errStateLimit, s.bytes+grow, limit)
+	}
+	s.bytes += grow
+	s.ops[string(ck)] = append([]byte(nil), val...)
+	return nil
+}
+
+func (s *State) opDelete(ck []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.ops[string(ck)]; ok {
+		s.bytes -= int64(len(ck) + len(old))
+		delete(s.ops, string(ck))
+	}
+}
+
+// timers
+
+type timerEntry struct {
+	t     int64
+	group int
+	tk    string // timerKey
+}
+
+type timerQueue []timerEntry
+
+func (q timerQueue) Len() int { return len(q) }
+func (q timerQueue) Less(i, j int) bool {
+	if q[i].t != q[j].t {
+		return q[i].t < q[j].t
+	}
+	return q[i].tk < q[j].tk
+}
+func (q timerQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *timerQueue) Push(x any)   { *q = append(*q, x.(timerEntry)) }
+func (q *timerQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+func (s *State) registerTimer(vertex uint32, key []byte, t int64, limit int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, err := s.group(key)
+	if err != nil {
+		return err
+	}
+	tk := string(appendTimerKey(nil, vertex, t, key))
+	m := s.timers[g]
+	if m == nil {
+		m = make(map[string]struct{})
+		s.timers[g] = m
+	}
+	if _, ok := m[tk]; ok {
+		return nil
+	}
+	if limit > 0 && s.bytes+int64(len(tk)) > limit {
+		return fmt.Errorf("%w: state would grow to %d bytes, above the limit of %d", errStateLimit, s.bytes+int64(len(tk)), limit)
+	}
+	s.bytes += int64(len(tk))
+	m[tk] = struct{}{}
+	heap.Push(&s.queue, timerEntry{t: t, group: g, tk: tk})
+	return nil
+}
+
+func (s *State) deleteTimer(vertex uint32, key []byte, t int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, err := s.group(key)
+	if err != nil {
+		return err
+	}
+	tk := appendTimerKey(nil, vertex, t, key)
+	if _, ok := s.timers[g][string(tk)]; ok {
+		delete(s.timers[g], string(tk))
+		s.bytes -= int64(len(tk))
+	}
+	// The queue entry goes stale and is dropped when it reaches the top.
+	return nil
+}
+
+// nextTimer returns the earliest registered timer's time.
+func (s *State) nextTimer() (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.queue) > 0 {
+		e := s.queue[0]
+		if _, ok := s.timers[e.group][e.tk]; ok {
+			return e.t, true
+		}
+		heap.Pop(&s.queue)
+	}
+	return 0, false
+}
+
+// popDue removes and returns the timer keys due at now, earliest first.
+func (s *State) popDue(now int64) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var due []string
+	for len(s.queue) > 0 && s.queue[0].t <= now {
+		e := heap.Pop(&s.queue).(timerEntry)
+		if _, ok := s.timers[e.group][e.tk]; ok {
+			delete(s.timers[e.group], e.tk)
+			s.bytes -= int64(len(e.tk))
+			due = append(due, e.tk)
+		}
+	}
+	return due
+}
+
+// Snapshot format, all integers little-endian:
+//
+//	"SLST" u32 version=1 u32 maxParallelism u32 start u32 end
+//	u32 n, n × (u32 len, opKey, u32 len, value)           operator state
+//	per non-empty key group: u32 group,
+//	  u32 n, n × (u32 len, stateKey, u32 len, value)       keyed state
+//	  u32 n, n × (u32 len, timerKey)                       timers
+//	u32 0xffffffff                                         end of groups
+//	u32 CRC-32 (IEEE) of everything before
+//
+// Entries are sorted, so equal state snapshots to equal bytes.
+const (
+	snapshotMagic   = "SLST"
+	snapshotVersion = 1
+	endOfGroups     = 0xffffffff
+)
+
+// errStateLimit marks a put refused for Limits.MaxStateBytes.
+var errStateLimit = errors.New("state limit")
+
+// ErrBadSnapshot is returned by Restore for bytes that are not a snapshot of
+// compatible state.
+var ErrBadSnapshot = errors.New("bad state snapshot")
+
+// Snapshot writes s to w in a self-describing binary format that Restore
+// reads back, also into State for other key-group ranges.
+func (s *State) Snapshot(w io.Writer) error {
+	s.mu.Lock()
+	b := s.appendSnapshot(nil)
+	s.mu.Unlock()
+	_, err := w.Write(b)
+	return err
+}
+
+func (s *State) appendSnapshot(b []byte) []byte {
+	u32 := func(v uint32) { b = binary.LittleEndian.AppendUint32(b, v) }
+	blob := func(v []byte) { u32(uint32(len(v))); b = append(b, v...) }
+	b = append(b, snapshotMagic...)
+	u32(snapshotVersion)
+	u32(uint32(s.maxP))
+	u32(uint32(s.start))
+	u32(uint32(s.end))
+	keys := sortedKeys(s.ops)
+	u32(uint32(len(keys)))
+	for _, k := range keys {
+		blob([]byte(k))
+		blob(s.ops[k])
+	}
+	for g := range s.groups {
+		if len(s.groups[g]) == 0 && len(s.timers[g]) == 0 {
+			continue
+		}
+		u32(uint32(s.start + g))
+		keys := sortedKeys(s.groups[g])
+		u32(uint32(len(keys)))
+		for _, k := range keys {
+			blob([]byte(k))
+			blob(s.groups[g][k])
+		}
+		tks := sortedKeys(s.timers[g])
+		u32(uint32(len(tks)))
+		for _, k := range tks {
+			blob([]byte(k))
+		}
+	}
+	u32(endOfGroups)
+	u32(crc32.ChecksumIEEE(b))
+	return b
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Restore merges a snapshot into s: the key groups of the snapshot that s
+// holds (others are skipped, so a rescaled subtask restores from every
+// snapshot that overlaps its range), and the snapshot's operator state when
+// s holds the snapshot's first key group. So at the same parallelism every
+// subtask gets its own operator state back, and after a rescale each old
+// subtask's operator state goes to exactly one new subtask, never to two
+// (names that collide when several land on one subtask: the last restored
+// wins).
+//
+// # Errors
+//
+// ErrBadSnapshot when r is not a snapshot, is corrupt, or was taken with a
+// different max parallelism (key groups cannot be split).
+func (s *State) Restore(r io.Reader) error {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return fmt.Errorf("restore state: %w", err)
+	}
+	if len(b) < 4+5*4+4 || string(b[:4]) != snapshotMagic {
+		return fmt.Errorf("%w: no SLST header", ErrBadSnapshot)
+	}
+	body, sum := b[:len(b)-4], binary.LittleEndian.Uint32(b[len(b)-4:])
+	if crc32.ChecksumIEEE(body) != sum {
+		return fmt.Errorf("%w: checksum mismatch", ErrBadSnapshot)
+	}
+	d := &reader{b: body[4:]}
+	ver, maxP, start, end := d.fixed32(), d.fixed32(), d.fixed32(), d.fixed32()
+	if ver != snapshotVersion {
+		return fmt.Errorf("%w: version %d, want %d", ErrBadSnapshot, ver, snapshotVersion)
+	}
+	if int(maxP) != s.maxP {
+		return fmt.Errorf("%w: taken with max parallelism %d, this state has %d", ErrBadSnapshot, maxP, s.maxP)
+	}
+	// Decode fully before changing s, so a bad snapshot changes nothing.
+	type entry struct{ k, v []byte }
+	var ops []entry
+	n := d.fixed32()
+	for i := uint32(0); i < n && d.err == nil; i++ {
+		ops = append(ops, entry{d.bytes(d.fixed32()), d.bytes(d.fixed32())})
+	}
+	type group struct {
+		g      int
+		kv     []entry
+		timers [][]byte
+	}
+	var groups []group
+	for d.err == nil {
+		kg := d.fixed32()
+		if kg == endOfGroups {
+			break
+		}
+		if kg < start || kg > end || int(kg) >= s.maxP {
+			return fmt.Errorf("%w: key group %d outside the snapshot's range %d..%d", ErrBadSnapshot, kg, start, end)
+		}
+		gr := group{g: int(kg)}
+		n := d.fixed32()
+		for i := uint32(0); i < n && d.err == nil; i++ {
+			gr.kv = append(gr.kv, entry{d.bytes(d.fixed32()), d.bytes(d.fixed32())})
+		}
+		n = d.fixed32()
+		for i := uint32(0); i < n && d.err == nil; i++ {
+			tk := d.bytes(d.fixed32())
+			if d.err == nil && len(tk) < 12 {
+				return fmt.Errorf("%w: timer entry of %d bytes", ErrBadSnapshot, len(tk))
+			}
+			gr.timers = append(gr.timers, tk)
+		}
+		groups = append(groups, gr)
+	}
+	if d.err != nil {
+		return fmt.Errorf("%w: %v", ErrBadSnapshot, d.err)
+	}
+	if len(d.b) != 0 {
+		return fmt.Errorf("%w: %d trailing bytes", ErrBadSnapshot, len(d.b))
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if int(start) >= s.start && int(start) <= s.end {
+		for _, e := range ops {
+			if old, ok := s.ops[string(e.k)]; ok {
+				s.bytes -= int64(len(e.k) + len(old))
+			}
+			s.ops[string(e.k)] = bytes.Clone(e.v)
+			s.bytes += int64(len(e.k) + len(e.v))
+		}
+	}
+	for _, gr := range groups {
+		if gr.g < s.start || gr.g > s.end {
+			continue
+		}
+		i := gr.g - s.start
+		if s.groups[i] == nil {
+			s.groups[i] = make(map[string][]byte, len(gr.kv))
+		}
+		for _, e := range gr.kv {
+			if old, ok := s.groups[i][string(e.k)]; ok {
+				s.bytes -= int64(len(e.k) + len(old))
+			}
+			s.groups[i][string(e.k)] = bytes.Clone(e.v)
+			s.bytes += int64(len(e.k) + len(e.v))
+		}
+		if s.timers[i] == nil && len(gr.timers) > 0 {
+			s.timers[i] = make(map[string]struct{}, len(gr.timers))
+		}
+		for _, tk := range gr.timers {
+			if _, ok := s.timers[i][string(tk)]; ok {
+				continue
+			}
+			s.timers[i][string(tk)] = struct{}{}
+			s.bytes += int64(len(tk))
+			t := int64(binary.LittleEndian.Uint64(tk[4:12]))
+			heap.Push(&s.queue, timerEntry{t: t, group: i, tk: string(tk)})
+		}
+	}
+	return nil
+}
+
+func (r *reader) fixed32() uint32 {
+	b := r.bytes(4)
+	if r.err != nil {
+		return 0
+	}
+	return binary.LittleEndian.Uint32(b)
+}

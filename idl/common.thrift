@@ -22,6 +22,9 @@ enum ErrorCode {
 exception SluiceError {
     1: ErrorCode code,
     2: string message,
+    // A stable identifier for errors more specific than their code, e.g.
+    // NOT_ENOUGH_SLOTS; internal/rpcerr maps it back to the same sentinel.
+    3: optional string reason,
 }
 
 // FencingToken identifies the JobMaster attempt allowed to command a task.

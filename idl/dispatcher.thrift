@@ -57,6 +57,7 @@ struct JobDetails {
     3: string failure,        // the root cause when FAILED, with the guest's stack trace
     4: i32 restarts,
     5: map<string, i64> state_times_ms,
+    6: optional string module_digest,
 }
 
 struct JobResult {
@@ -76,6 +77,7 @@ struct TaskManagerInfo {
     2: string address,
     3: i32 slots_total,
     4: i32 slots_free,
+    5: optional string data_address,
 }
 
 struct ClusterOverview {

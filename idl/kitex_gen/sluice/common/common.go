@@ -150,6 +150,7 @@ var fieldIDToName_FencingToken = map[int16]string{
 type SluiceError struct {
 	Code    ErrorCode `thrift:"code,1" frugal:"1,default,ErrorCode" json:"code"`
 	Message string    `thrift:"message,2" frugal:"2,default,string" json:"message"`
+	Reason  *string   `thrift:"reason,3,optional" frugal:"3,optional,string" json:"reason,omitempty"`
 }
 
 func NewSluiceError() *SluiceError {
@@ -166,11 +167,27 @@ func (p *SluiceError) GetCode() (v ErrorCode) {
 func (p *SluiceError) GetMessage() (v string) {
 	return p.Message
 }
+
+var SluiceError_Reason_DEFAULT string
+
+func (p *SluiceError) GetReason() (v string) {
+	if !p.IsSetReason() {
+		return SluiceError_Reason_DEFAULT
+	}
+	return *p.Reason
+}
 func (p *SluiceError) SetCode(val ErrorCode) {
 	p.Code = val
 }
 func (p *SluiceError) SetMessage(val string) {
 	p.Message = val
+}
+func (p *SluiceError) SetReason(val *string) {
+	p.Reason = val
+}
+
+func (p *SluiceError) IsSetReason() bool {
+	return p.Reason != nil
 }
 
 func (p *SluiceError) String() string {
@@ -186,4 +203,5 @@ func (p *SluiceError) Error() string {
 var fieldIDToName_SluiceError = map[int16]string{
 	1: "code",
 	2: "message",
+	3: "reason",
 }

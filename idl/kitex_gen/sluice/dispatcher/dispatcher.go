@@ -399,6 +399,7 @@ type JobDetails struct {
 	Failure      string           `thrift:"failure,3" frugal:"3,default,string" json:"failure"`
 	Restarts     int32            `thrift:"restarts,4" frugal:"4,default,i32" json:"restarts"`
 	StateTimesMs map[string]int64 `thrift:"state_times_ms,5" frugal:"5,default,map<string:i64>" json:"state_times_ms"`
+	ModuleDigest *string          `thrift:"module_digest,6,optional" frugal:"6,optional,string" json:"module_digest,omitempty"`
 }
 
 func NewJobDetails() *JobDetails {
@@ -432,6 +433,15 @@ func (p *JobDetails) GetRestarts() (v int32) {
 func (p *JobDetails) GetStateTimesMs() (v map[string]int64) {
 	return p.StateTimesMs
 }
+
+var JobDetails_ModuleDigest_DEFAULT string
+
+func (p *JobDetails) GetModuleDigest() (v string) {
+	if !p.IsSetModuleDigest() {
+		return JobDetails_ModuleDigest_DEFAULT
+	}
+	return *p.ModuleDigest
+}
 func (p *JobDetails) SetSummary(val *JobSummary) {
 	p.Summary = val
 }
@@ -447,9 +457,16 @@ func (p *JobDetails) SetRestarts(val int32) {
 func (p *JobDetails) SetStateTimesMs(val map[string]int64) {
 	p.StateTimesMs = val
 }
+func (p *JobDetails) SetModuleDigest(val *string) {
+	p.ModuleDigest = val
+}
 
 func (p *JobDetails) IsSetSummary() bool {
 	return p.Summary != nil
+}
+
+func (p *JobDetails) IsSetModuleDigest() bool {
+	return p.ModuleDigest != nil
 }
 
 func (p *JobDetails) String() string {
@@ -465,6 +482,7 @@ var fieldIDToName_JobDetails = map[int16]string{
 	3: "failure",
 	4: "restarts",
 	5: "state_times_ms",
+	6: "module_digest",
 }
 
 type JobResult_ struct {
@@ -571,10 +589,11 @@ var fieldIDToName_WaitJobRequest = map[int16]string{
 }
 
 type TaskManagerInfo struct {
-	ResourceId string `thrift:"resource_id,1" frugal:"1,default,string" json:"resource_id"`
-	Address    string `thrift:"address,2" frugal:"2,default,string" json:"address"`
-	SlotsTotal int32  `thrift:"slots_total,3" frugal:"3,default,i32" json:"slots_total"`
-	SlotsFree  int32  `thrift:"slots_free,4" frugal:"4,default,i32" json:"slots_free"`
+	ResourceId  string  `thrift:"resource_id,1" frugal:"1,default,string" json:"resource_id"`
+	Address     string  `thrift:"address,2" frugal:"2,default,string" json:"address"`
+	SlotsTotal  int32   `thrift:"slots_total,3" frugal:"3,default,i32" json:"slots_total"`
+	SlotsFree   int32   `thrift:"slots_free,4" frugal:"4,default,i32" json:"slots_free"`
+	DataAddress *string `thrift:"data_address,5,optional" frugal:"5,optional,string" json:"data_address,omitempty"`
 }
 
 func NewTaskManagerInfo() *TaskManagerInfo {
@@ -599,6 +618,15 @@ func (p *TaskManagerInfo) GetSlotsTotal() (v int32) {
 func (p *TaskManagerInfo) GetSlotsFree() (v int32) {
 	return p.SlotsFree
 }
+
+var TaskManagerInfo_DataAddress_DEFAULT string
+
+func (p *TaskManagerInfo) GetDataAddress() (v string) {
+	if !p.IsSetDataAddress() {
+		return TaskManagerInfo_DataAddress_DEFAULT
+	}
+	return *p.DataAddress
+}
 func (p *TaskManagerInfo) SetResourceId(val string) {
 	p.ResourceId = val
 }
@@ -610,6 +638,13 @@ func (p *TaskManagerInfo) SetSlotsTotal(val int32) {
 }
 func (p *TaskManagerInfo) SetSlotsFree(val int32) {
 	p.SlotsFree = val
+}
+func (p *TaskManagerInfo) SetDataAddress(val *string) {
+	p.DataAddress = val
+}
+
+func (p *TaskManagerInfo) IsSetDataAddress() bool {
+	return p.DataAddress != nil
 }
 
 func (p *TaskManagerInfo) String() string {
@@ -624,6 +659,7 @@ var fieldIDToName_TaskManagerInfo = map[int16]string{
 	2: "address",
 	3: "slots_total",
 	4: "slots_free",
+	5: "data_address",
 }
 
 type ClusterOverview struct {

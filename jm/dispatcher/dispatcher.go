@@ -1,0 +1,479 @@
+// Package dispatcher is the JobManager's front door: it stores uploaded
+// modules, turns a submission into a validated job graph (the module's plan
+// runs in a sandbox), starts one JobMaster per job, and answers list, status,
+// wait, cancel and the cluster overview. Finished jobs stay queryable for a
+// retention time.
+//
+// Every call takes the tenant the caller acts for; jobs and modules of one
+// tenant are invisible to the others (an unknown and a foreign job look the
+// same: not found). It must not import idl/kitex_gen (jm/rpc adapts it).
+package dispatcher
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/blob"
+	"github.com/sluicehq/sluice/internal/jobgraph"
+	"github.com/sluicehq/sluice/internal/rpcerr"
+	"github.com/sluicehq/sluice/jm/jobmaster"
+	"github.com/sluicehq/sluice/jm/resourcemanager"
+)
+
+// DefaultTenant is the tenant of every call until tenants arrive.
+const DefaultTenant = "default"
+
+// Defaults for Config fields left zero.
+const (
+	DefaultModuleSizeLimit     = 64 << 20
+	DefaultParallelism         = 1
+	DefaultMaxParallelismLimit = 1 << 15 // Flink's upper bound on key groups
+	DefaultRetention           = time.Hour
+	DefaultSplitSize           = 4 << 20
+	// MaxWait bounds one WaitJob call; clients poll again.
+	MaxWait = 5 * time.Minute
+)
+
+// Planner validates modules and runs their plan export in a sandbox. The
+// JobManager implements it with wasmhost; tests use fakes.
+type Planner interface {
+	// Validate checks that wasm is a module the cluster can run (it
+	// compiles, declares the ABI version, imports only the host ABI).
+	// Errors should wrap rpcerr.ErrInvalidModule.
+	Validate(ctx context.Context, wasm []byte) error
+	// Plan runs the module's plan export with args, under the sandbox's
+	// limits, and returns the job graph it declared. A guest failure
+	// should wrap rpcerr.ErrInvalidArgument and carry the guest's message.
+	Plan(ctx context.Context, wasm []byte, args []string) (*jobgraph.Graph, error)
+}
+
+// Resources is the ResourceManager as the Dispatcher sees it.
+type Resources interface {
+	jobmaster.SlotPool
+	Overview() resourcemanager.Overview
+}
+
+// Config configures a Dispatcher. Zero fields take their defaults.
+type Config struct {
+	Blob      blob.Store
+	Planner   Planner
+	Resources Resources
+	Gateway   jobmaster.TaskExecutorGateway
+	// Address returns the JobManager's RPC address, told to every task; it
+	// is a function because the server binds after the Dispatcher exists.
+	Address func() string
+	// LeaderSession goes into every fencing token; New picks a random one
+	// when empty.
+	LeaderSession string
+
+	ModuleSizeLimit     int64
+	DefaultParallelism  int
+	MaxParallelismLimit int // the most key groups (max parallelism) a job may declare
+	// MaxJobSlots is the most slots one job may need; 0 means no limit
+	// beyond MaxParallelismLimit.
+	MaxJobSlots   int
+	Restart       jobmaster.RestartStrategy // default for jobs that set none
+	Retention     time.Duration
+	SplitSize     int64
+	CancelTimeout time.Duration
+	RPCTimeout    time.Duration
+
+	Logger *slog.Logger
+	Now    func() time.Time
+}
+
+// Submission is a job to run.
+type Submission struct {
+	ModuleDigest string
+	Args         []string
+	Parallelism  int // default parallelism of vertices that set none; 0 means the cluster's
+	Config       map[string]string
+	Name         string
+}
+
+// Overview is the cluster at one moment.
+type Overview struct {
+	resourcemanager.Overview
+	JobsByState map[jobmaster.JobState]int
+}
+
+// Dispatcher owns the jobs. Its methods are safe for concurrent use.
+type Dispatcher struct {
+	cfg Config
+	log *slog.Logger
+
+	mu     sync.Mutex
+	jobs   map[string]*jobmaster.JobMaster
+	closed bool
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// New returns a Dispatcher and starts its retention sweeper.
+//
+// # Errors
+//
+// ErrInvalidArgument when a required dependency is missing.
+func New(cfg Config) (*Dispatcher, error) {
+	if cfg.Blob == nil || cfg.Planner == nil || cfg.Resources == nil || cfg.Gateway == nil || cfg.Address == nil {
+		return nil, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "dispatcher: Blob, Planner, Resources, Gateway and Address are required")
+	}
+	if cfg.ModuleSizeLimit <= 0 {
+		cfg.ModuleSizeLimit = DefaultModuleSizeLimit
+	}
+	if cfg.DefaultParallelism <= 0 {
+		cfg.DefaultParallelism = DefaultParallelism
+	}
+	if cfg.MaxParallelismLimit <= 0 {
+		cfg.MaxParallelismLimit = DefaultMaxParallelismLimit
+	}
+	if cfg.Retention <= 0 {
+		cfg.Retention = DefaultRetention
+	}
+	if cfg.SplitSize <= 0 {
+		cfg.SplitSize = DefaultSplitSize
+	}
+	if cfg.LeaderSession == "" {
+		cfg.LeaderSession = randomID()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	d := &Dispatcher{cfg: cfg, log: cfg.Logger, jobs: map[string]*jobmaster.JobMaster{}, stop: make(chan struct{})}
+	d.wg.Add(1)
+	go d.sweep()
+	return d, nil
+}
+
+func randomID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Close stops every live job (they end SUSPENDED) and the sweeper.
+func (d *Dispatcher) Close() {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return
+	}
+	d.closed = true
+	close(d.stop)
+	jobs := slices.Collect(maps.Values(d.jobs))
+	d.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Add(1)
+		go func() { defer wg.Done(); j.Close() }()
+	}
+	wg.Wait()
+	d.wg.Wait()
+}
+
+// UploadModule validates a module and stores it content-addressed in the
+// tenant's namespace, returning its digest ("sha256-<hex>") and size.
+// Uploading the same bytes again is cheap.
+//
+// # Errors
+//
+// ErrModuleTooLarge, ErrInvalidModule (with what is wrong), the blob
+// store's errors as ErrUnavailable.
+func (d *Dispatcher) UploadModule(ctx context.Context, tenant string, wasm []byte) (string, int64, error) {
+	if int64(len(wasm)) > d.cfg.ModuleSizeLimit {
+		return "", 0, rpcerr.Errorf(rpcerr.ErrModuleTooLarge, "module is %d bytes, over the limit of %d bytes", len(wasm), d.cfg.ModuleSizeLimit)
+	}
+	if len(wasm) < 8 || !bytes.Equal(wasm[:4], []byte("\x00asm")) {
+		return "", 0, rpcerr.Errorf(rpcerr.ErrInvalidModule, "invalid module: not a WebAssembly binary (no \\0asm header): build it with GOOS=wasip1 GOARCH=wasm")
+	}
+	if err := d.cfg.Planner.Validate(ctx, wasm); err != nil {
+		if rpcerr.CodeOf(err) == rpcerr.CodeUnknown {
+			err = rpcerr.Errorf(rpcerr.ErrInvalidModule, "invalid module: %w", err)
+		}
+		return "", 0, err
+	}
+	digest, size, err := blob.PutModule(ctx, d.cfg.Blob, tenant, bytes.NewReader(wasm))
+	if err != nil {
+		return "", 0, classifyBlob("store module", err)
+	}
+	d.log.Info("module uploaded", "tenant", tenant, "digest", digest, "size", size)
+	return digest, size, nil
+}
+
+// SubmitJob plans, validates and starts a job, returning its id. Every check
+// happens before any slot is requested: a bad submission changes nothing.
+//
+// # Errors
+//
+//   - ErrInvalidArgument: a malformed digest, parallelism or config; a plan
+//     that failed; an invalid job graph (jobgraph.ErrInvalidGraph, every
+//     problem listed); a job needing more slots than the cluster allows.
+//   - ErrModuleNotFound: no module with that digest; upload it first.
+//   - ErrNotFound / ErrPermissionDenied: an input path names nothing / a
+//     foreign tenant's data.
+func (d *Dispatcher) SubmitJob(ctx context.Context, tenant string, s Submission) (string, error) {
+	if err := blob.ValidateDigest(s.ModuleDigest); err != nil {
+		return "", rpcerr.Errorf(rpcerr.ErrInvalidArgument, "module digest %q: want the \"sha256-<hex>\" UploadModule returned", s.ModuleDigest)
+	}
+	p := s.Parallelism
+	switch {
+	case p == 0:
+		p = d.cfg.DefaultParallelism
+	case p < 0 || p > d.cfg.MaxParallelismLimit:
+		return "", rpcerr.Errorf(rpcerr.ErrInvalidArgument, "parallelism %d: must be in [1, %d] (0 for the cluster default %d)", p, d.cfg.MaxParallelismLimit, d.cfg.DefaultParallelism)
+	}
+	restart, err := jobmaster.ParseRestart(s.Config, d.cfg.Restart)
+	if err != nil {
+		return "", err
+	}
+	wasm, err := d.readModule(ctx, tenant, s.ModuleDigest)
+	if err != nil {
+		return "", err
+	}
+	g, err := d.cfg.Planner.Plan(ctx, wasm, s.Args)
+	if err != nil {
+		if rpcerr.CodeOf(err) == rpcerr.CodeUnknown {
+			err = rpcerr.Errorf(rpcerr.ErrInvalidArgument, "plan of module %s failed: %w", s.ModuleDigest, err)
+		}
+		return "", err
+	}
+	if err := jobgraph.Validate(g, p, d.cfg.MaxParallelismLimit); err != nil {
+		return "", err
+	}
+	need := 0
+	for _, c := range jobgraph.Chains(g, p) {
+		need = max(need, c.Parallelism)
+	}
+	if d.cfg.MaxJobSlots > 0 && need > d.cfg.MaxJobSlots {
+		return "", rpcerr.Errorf(rpcerr.ErrInvalidArgument, "job needs %d slots (its largest parallelism), above the cluster's limit of %d per job: lower the parallelism", need, d.cfg.MaxJobSlots)
+	}
+	splits, err := resolveSplits(ctx, d.cfg.Blob, tenant, g, s.Config, d.cfg.SplitSize)
+	if err != nil {
+		return "", err
+	}
+
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return "", rpcerr.Errorf(rpcerr.ErrUnavailable, "the job manager is shutting down")
+	}
+	id := randomID()
+	name := s.Name
+	if name == "" {
+		name = g.Name
+	}
+	jm, err := jobmaster.Start(jobmaster.Config{
+		JobID:              id,
+		Name:               name,
+		Tenant:             tenant,
+		ModuleDigest:       s.ModuleDigest,
+		Args:               slices.Clone(s.Args),
+		Graph:              g,
+		DefaultParallelism: p,
+		JobConfig:          maps.Clone(s.Config),
+		Splits:             splits,
+		Restart:            restart,
+		LeaderSession:      d.cfg.LeaderSession,
+		Address:            d.cfg.Address(),
+		Slots:              d.cfg.Resources,
+		Gateway:            d.cfg.Gateway,
+		CancelTimeout:      d.cfg.CancelTimeout,
+		RPCTimeout:         d.cfg.RPCTimeout,
+		Logger:             d.log,
+		Now:                d.cfg.Now,
+	})
+	if err != nil {
+		return "", err
+	}
+	d.jobs[id] = jm
+	d.log.Info("job submitted", "job", id, "tenant", tenant, "name", name, "module", s.ModuleDigest, "slots", need)
+	return id, nil
+}
+
+// readModule fetches and verifies a module.
+func (d *Dispatcher) readModule(ctx context.Context, tenant, digest string) ([]byte, error) {
+	rc, err := blob.GetModule(ctx, d.cfg.Blob, tenant, digest)
+	if err != nil {
+		if errors.Is(err, blob.ErrNotFound) {
+			return nil, rpcerr.Errorf(rpcerr.ErrModuleNotFound, "module %q not found: upload it first", digest)
+		}
+		return nil, classifyBlob("read module", err)
+	}
+	defer rc.Close()
+	wasm, err := io.ReadAll(io.LimitReader(rc, d.cfg.ModuleSizeLimit+1))
+	if err != nil {
+		return nil, classifyBlob("read module", err)
+	}
+	if int64(len(wasm)) > d.cfg.ModuleSizeLimit {
+		return nil, rpcerr.Errorf(rpcerr.ErrModuleTooLarge, "module %s is over the limit of %d bytes", digest, d.cfg.ModuleSizeLimit)
+	}
+	return wasm, nil
+}
+
+func classifyBlob(op string, err error) error {
+	switch {
+	case errors.Is(err, blob.ErrInvalidKey), errors.Is(err, blob.ErrInvalidArgument):
+		return rpcerr.Errorf(rpcerr.ErrInvalidArgument, "%s: %w", op, err)
+	case errors.Is(err, blob.ErrDigestMismatch):
+		return rpcerr.Errorf(rpcerr.ErrInternal, "%s: %w", op, err)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return rpcerr.Errorf(rpcerr.ErrUnavailable, "%s: blob store: %w", op, err)
+}
+
+// job returns tenant's job id; foreign and unknown jobs alike are not found.
+func (d *Dispatcher) job(tenant, id string) (*jobmaster.JobMaster, error) {
+	d.mu.Lock()
+	jm, ok := d.jobs[id]
+	d.mu.Unlock()
+	if !ok || jm.Tenant() != tenant {
+		return nil, rpcerr.Errorf(rpcerr.ErrJobNotFound, "job %q not found", id)
+	}
+	return jm, nil
+}
+
+// JobMaster returns the JobMaster of a job, for the RPCs tasks make (they
+// are fenced by the job's token rather than by tenant).
+func (d *Dispatcher) JobMaster(id string) (*jobmaster.JobMaster, error) {
+	d.mu.Lock()
+	jm, ok := d.jobs[id]
+	d.mu.Unlock()
+	if !ok {
+		return nil, rpcerr.Errorf(rpcerr.ErrJobNotFound, "job %q not found", id)
+	}
+	return jm, nil
+}
+
+// ListJobs returns the tenant's jobs, oldest first.
+func (d *Dispatcher) ListJobs(ctx context.Context, tenant string) []jobmaster.Details {
+	d.mu.Lock()
+	jobs := slices.Collect(maps.Values(d.jobs))
+	d.mu.Unlock()
+	var out []jobmaster.Details
+	for _, j := range jobs {
+		if j.Tenant() == tenant {
+			out = append(out, j.Details())
+		}
+	}
+	slices.SortFunc(out, func(a, b jobmaster.Details) int {
+		if c := a.Start.Compare(b.Start); c != 0 {
+			return c
+		}
+		return strings.Compare(a.JobID, b.JobID)
+	})
+	return out
+}
+
+// GetJob returns a job's details.
+//
+// # Errors
+//
+// ErrJobNotFound: `job "x" not found`.
+func (d *Dispatcher) GetJob(ctx context.Context, tenant, id string) (jobmaster.Details, error) {
+	jm, err := d.job(tenant, id)
+	if err != nil {
+		return jobmaster.Details{}, err
+	}
+	return jm.Details(), nil
+}
+
+// CancelJob asks a job to cancel and returns at once; wait for CANCELED
+// with WaitJob. Canceling an ended job is not an error.
+//
+// # Errors
+//
+// ErrJobNotFound.
+func (d *Dispatcher) CancelJob(ctx context.Context, tenant, id string) error {
+	jm, err := d.job(tenant, id)
+	if err != nil {
+		return err
+	}
+	d.log.Info("cancel requested", "job", id, "tenant", tenant)
+	return jm.Cancel(ctx)
+}
+
+// WaitJob waits up to timeout (at most MaxWait; 0 returns at once) for the
+// job to end and returns its result then, ended or not.
+//
+// # Errors
+//
+// ErrJobNotFound.
+func (d *Dispatcher) WaitJob(ctx context.Context, tenant, id string, timeout time.Duration) (jobmaster.Result, error) {
+	jm, err := d.job(tenant, id)
+	if err != nil {
+		return jobmaster.Result{}, err
+	}
+	if timeout <= 0 {
+		return jm.Result(), nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, min(timeout, MaxWait))
+	defer cancel()
+	return jm.Wait(ctx), nil
+}
+
+// Overview describes the cluster: TaskManagers, slots, and the tenant's
+// jobs by state.
+func (d *Dispatcher) Overview(ctx context.Context, tenant string) Overview {
+	o := Overview{Overview: d.cfg.Resources.Overview(), JobsByState: map[jobmaster.JobState]int{}}
+	for _, j := range d.ListJobs(ctx, tenant) {
+		o.JobsByState[j.State]++
+	}
+	return o
+}
+
+// TaskManagerLost tells the job that held the allocations about them.
+func (d *Dispatcher) TaskManagerLost(l resourcemanager.Lost) {
+	if jm, err := d.JobMaster(l.JobID); err == nil {
+		jm.TaskManagerLost(l)
+	}
+}
+
+// sweep forgets jobs that ended more than the retention time ago.
+func (d *Dispatcher) sweep() {
+	defer d.wg.Done()
+	period := min(max(d.cfg.Retention/4, 10*time.Millisecond), time.Minute)
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.stop:
+			return
+		case <-t.C:
+		}
+		d.expire()
+	}
+}
+
+func (d *Dispatcher) expire() {
+	now := d.cfg.Now()
+	var gone []*jobmaster.JobMaster
+	d.mu.Lock()
+	for id, jm := range d.jobs {
+		det := jm.Details()
+		if det.State.Terminal() && !det.End.IsZero() && now.Sub(det.End) > d.cfg.Retention {
+			delete(d.jobs, id)
+			gone = append(gone, jm)
+			d.log.Info("job result expired", "job", id, "tenant", det.Tenant, "state", det.State)
+		}
+	}
+	d.mu.Unlock()
+	for _, jm := range gone {
+		jm.Close() // ended already: waits for its last slot frees
+	}
+}

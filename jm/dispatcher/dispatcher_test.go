@@ -1,0 +1,339 @@
+package dispatcher
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/sluicehq/sluice/blob"
+	"github.com/sluicehq/sluice/internal/jobgraph"
+	"github.com/sluicehq/sluice/internal/rpcerr"
+	"github.com/sluicehq/sluice/jm/jobmaster"
+	"github.com/sluicehq/sluice/jm/resourcemanager"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakePlanner plans the graph named by the first argument.
+type fakePlanner struct {
+	graphs map[string]*jobgraph.Graph
+}
+
+func (p *fakePlanner) Validate(ctx context.Context, wasm []byte) error {
+	if bytes.Contains(wasm, []byte("no-abi")) {
+		return errors.New("module does not export sluice_abi_v1: build it with the Sluice SDK")
+	}
+	return nil
+}
+
+func (p *fakePlanner) Plan(ctx context.Context, wasm []byte, args []string) (*jobgraph.Graph, error) {
+	if len(args) == 0 {
+		return nil, errors.New("guest plan trapped: index out of range\nwasm stack: main.plan")
+	}
+	g, ok := p.graphs[args[0]]
+	if !ok {
+		return nil, fmt.Errorf("no graph %q", args[0])
+	}
+	c := *g
+	return &c, nil
+}
+
+// countingPool never has slots but counts requests.
+type countingPool struct {
+	mu       sync.Mutex
+	requests int
+}
+
+func (p *countingPool) RequestSlots(ctx context.Context, job string, n int) ([]resourcemanager.Slot, error) {
+	p.mu.Lock()
+	p.requests++
+	p.mu.Unlock()
+	return nil, rpcerr.NotEnoughSlots(n, 0)
+}
+func (p *countingPool) ReleaseSlots(...string) {}
+func (p *countingPool) Overview() resourcemanager.Overview {
+	return resourcemanager.Overview{SlotsTotal: 4, SlotsFree: 4}
+}
+func (p *countingPool) count() int { p.mu.Lock(); defer p.mu.Unlock(); return p.requests }
+
+type nopGateway struct{}
+
+func (nopGateway) DeployTask(context.Context, string, jobmaster.Deployment) error { return nil }
+func (nopGateway) CancelTask(context.Context, string, jobmaster.FencingToken, string) error {
+	return nil
+}
+func (nopGateway) FreeSlot(context.Context, string, string) error { return nil }
+
+var wasm = []byte("\x00asm\x01\x00\x00\x00 a fake module")
+
+func v(id int, kind jobgraph.Kind, p int) jobgraph.Vertex {
+	return jobgraph.Vertex{ID: id, Name: fmt.Sprintf("v%d", id), Kind: kind, Parallelism: p}
+}
+
+func e(s, t int, p jobgraph.Partitioner) jobgraph.Edge {
+	return jobgraph.Edge{Source: s, Target: t, Partitioner: p}
+}
+
+func graphs() map[string]*jobgraph.Graph {
+	src := v(1, jobgraph.KindSource, 0)
+	sink := v(3, jobgraph.KindSink, 0)
+	m := v(2, jobgraph.KindMap, 0)
+	text := jobgraph.Vertex{ID: 1, Name: "lines", Kind: jobgraph.KindSource, Connector: jobgraph.ConnectorText, Config: map[string]string{"paths": `["in/"]`}}
+	return map[string]*jobgraph.Graph{
+		"ok":         {Name: "ok", Vertices: []jobgraph.Vertex{src, m, sink}, Edges: []jobgraph.Edge{e(1, 2, jobgraph.Forward), e(2, 3, jobgraph.Forward)}},
+		"cycle":      {Vertices: []jobgraph.Vertex{src, m, v(4, jobgraph.KindMap, 0), sink}, Edges: []jobgraph.Edge{e(1, 2, jobgraph.Forward), e(2, 4, jobgraph.Forward), e(4, 2, jobgraph.Forward), e(4, 3, jobgraph.Forward)}},
+		"dangling":   {Vertices: []jobgraph.Vertex{src, m, sink}, Edges: []jobgraph.Edge{e(1, 2, jobgraph.Forward), e(2, 3, jobgraph.Forward), e(2, 9, jobgraph.Rebalance)}},
+		"negative":   {Vertices: []jobgraph.Vertex{src, v(2, jobgraph.KindMap, -1), sink}, Edges: []jobgraph.Edge{e(1, 2, jobgraph.Rebalance), e(2, 3, jobgraph.Rebalance)}},
+		"absurd":     {Vertices: []jobgraph.Vertex{src, v(2, jobgraph.KindMap, 1_000_000), sink}, Edges: []jobgraph.Edge{e(1, 2, jobgraph.Rebalance), e(2, 3, jobgraph.Rebalance)}},
+		"huge-maxp":  {MaxParallelism: 1 << 20, Vertices: []jobgraph.Vertex{src, m, sink}, Edges: []jobgraph.Edge{e(1, 2, jobgraph.Forward), e(2, 3, jobgraph.Forward)}},
+		"unknown":    {Vertices: []jobgraph.Vertex{src, {ID: 2, Name: "x", Kind: "teleport"}, sink}, Edges: []jobgraph.Edge{e(1, 2, jobgraph.Forward), e(2, 3, jobgraph.Forward)}},
+		"wide":       {MaxParallelism: 1000, Vertices: []jobgraph.Vertex{src, v(2, jobgraph.KindMap, 500), sink}, Edges: []jobgraph.Edge{e(1, 2, jobgraph.Rebalance), e(2, 3, jobgraph.Rebalance)}},
+		"text":       {Name: "text", Vertices: []jobgraph.Vertex{text, m, sink}, Edges: []jobgraph.Edge{e(1, 2, jobgraph.Forward), e(2, 3, jobgraph.Forward)}},
+		"empty":      {},
+		"text-other": {Vertices: []jobgraph.Vertex{{ID: 1, Name: "lines", Kind: jobgraph.KindSource, Connector: jobgraph.ConnectorText, Config: map[string]string{"paths": `["tenants/acme/secret.txt"]`}}, m, sink}, Edges: []jobgraph.Edge{e(1, 2, jobgraph.Forward), e(2, 3, jobgraph.Forward)}},
+	}
+}
+
+type fixture struct {
+	d     *Dispatcher
+	pool  *countingPool
+	store blob.Store
+	now   *fakeNow
+}
+
+type fakeNow struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (f *fakeNow) Now() time.Time      { f.mu.Lock(); defer f.mu.Unlock(); return f.t }
+func (f *fakeNow) Add(d time.Duration) { f.mu.Lock(); f.t = f.t.Add(d); f.mu.Unlock() }
+func newFixture(t *testing.T, mod func(*Config)) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	store, err := blob.Open(ctx, "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{pool: &countingPool{}, store: store, now: &fakeNow{t: time.Unix(1_000_000, 0)}}
+	cfg := Config{
+		Blob: store, Planner: &fakePlanner{graphs: graphs()}, Resources: f.pool, Gateway: nopGateway{},
+		Address: func() string { return "127.0.0.1:1" }, ModuleSizeLimit: 1 << 10, MaxJobSlots: 256,
+		Now: f.now.Now, SplitSize: 4, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	d, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.d = d
+	t.Cleanup(func() { d.Close(); store.Close() })
+	return f
+}
+
+func TestUpload(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	digest, size, err := f.d.UploadModule(ctx, DefaultTenant, wasm)
+	if err != nil || size != int64(len(wasm)) || digest != blob.Digest(wasm) {
+		t.Fatalf("upload: %s %d %v", digest, size, err)
+	}
+	tests := []struct {
+		name string
+		mod  []byte
+		is   error
+		msg  string
+	}{
+		{"not wasm", []byte("#!/bin/sh\necho hello"), rpcerr.ErrInvalidModule, "not a WebAssembly binary"},
+		{"empty", nil, rpcerr.ErrInvalidModule, "not a WebAssembly binary"},
+		{"no abi", append(bytes.Clone(wasm), "no-abi"...), rpcerr.ErrInvalidModule, "does not export sluice_abi_v1"},
+		{"too large", append(bytes.Clone(wasm), make([]byte, 2000)...), rpcerr.ErrModuleTooLarge, "over the limit of 1024 bytes"},
+	}
+	for _, tt := range tests {
+		_, _, err := f.d.UploadModule(ctx, DefaultTenant, tt.mod)
+		if !errors.Is(err, tt.is) || !strings.Contains(err.Error(), tt.msg) || rpcerr.CodeOf(err) != rpcerr.CodeInvalidArgument {
+			t.Errorf("%s: %v", tt.name, err)
+		}
+	}
+}
+
+func TestSubmitRejectsBadJobsBeforeAskingForSlots(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	digest, _, err := f.d.UploadModule(ctx, DefaultTenant, wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		sub  Submission
+		is   error
+		msg  string
+	}{
+		{"cycle", Submission{Args: []string{"cycle"}}, jobgraph.ErrInvalidGraph, "cycle through vertices"},
+		{"dangling edge", Submission{Args: []string{"dangling"}}, jobgraph.ErrInvalidGraph, "edge 2->9: no vertex 9"},
+		{"negative parallelism", Submission{Args: []string{"negative"}}, jobgraph.ErrInvalidGraph, "parallelism -1 is negative"},
+		{"absurd parallelism", Submission{Args: []string{"absurd"}}, jobgraph.ErrInvalidGraph, "parallelism 1000000 is above the max parallelism 128"},
+		{"absurd max parallelism", Submission{Args: []string{"huge-maxp"}}, jobgraph.ErrInvalidGraph, "above the cluster's limit 32768"},
+		{"unknown kind", Submission{Args: []string{"unknown"}}, jobgraph.ErrInvalidGraph, `unknown kind "teleport"`},
+		{"no operators", Submission{Args: []string{"empty"}}, jobgraph.ErrInvalidGraph, "no operators"},
+		{"more slots than the cluster allows", Submission{Args: []string{"wide"}}, rpcerr.ErrInvalidArgument, "job needs 500 slots (its largest parallelism), above the cluster's limit of 256 per job"},
+		{"default parallelism absurd", Submission{Args: []string{"ok"}, Parallelism: 1 << 20}, rpcerr.ErrInvalidArgument, "parallelism 1048576: must be in [1, 32768]"},
+		{"default parallelism negative", Submission{Args: []string{"ok"}, Parallelism: -2}, rpcerr.ErrInvalidArgument, "parallelism -2"},
+		{"plan trapped", Submission{}, rpcerr.ErrInvalidArgument, "guest plan trapped: index out of range\nwasm stack"},
+		{"bad restart config", Submission{Args: []string{"ok"}, Config: map[string]string{"restart-strategy.fixed-delay.attempts": "lots"}}, rpcerr.ErrInvalidArgument, "attempts=\"lots\""},
+		{"bad digest", Submission{ModuleDigest: "sha1-abc", Args: []string{"ok"}}, rpcerr.ErrInvalidArgument, `module digest "sha1-abc"`},
+		{"unknown module", Submission{ModuleDigest: blob.Digest([]byte("other")), Args: []string{"ok"}}, rpcerr.ErrModuleNotFound, "not found: upload it first"},
+		{"missing input", Submission{Args: []string{"text"}}, rpcerr.ErrNotFound, `input "in/": no object`},
+		{"foreign input", Submission{Args: []string{"text-other"}}, rpcerr.ErrPermissionDenied, "belongs to another tenant"},
+		{"bad inputs map", Submission{Args: []string{"text"}, Config: map[string]string{"inputs": "[1]"}}, rpcerr.ErrInvalidArgument, "config inputs"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.sub.ModuleDigest == "" {
+				tt.sub.ModuleDigest = digest
+			}
+			id, err := f.d.SubmitJob(ctx, DefaultTenant, tt.sub)
+			if err == nil {
+				t.Fatalf("submitted as %s", id)
+			}
+			if !errors.Is(err, tt.is) || !strings.Contains(err.Error(), tt.msg) {
+				t.Fatalf("err = %v, want %v containing %q", err, tt.is, tt.msg)
+			}
+			code := rpcerr.CodeOf(err)
+			if tt.is == rpcerr.ErrModuleNotFound || tt.is == rpcerr.ErrNotFound {
+				if code != rpcerr.CodeNotFound {
+					t.Fatalf("code %v", code)
+				}
+			} else if tt.is != rpcerr.ErrPermissionDenied && code != rpcerr.CodeInvalidArgument {
+				t.Fatalf("code %v, want INVALID_ARGUMENT", code)
+			}
+		})
+	}
+	if n := f.pool.count(); n != 0 {
+		t.Fatalf("%d slot requests for rejected jobs", n)
+	}
+	if jobs := f.d.ListJobs(ctx, DefaultTenant); len(jobs) != 0 {
+		t.Fatalf("rejected jobs listed: %v", jobs)
+	}
+}
+
+func TestJobLifecycleAndRetention(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.Retention = time.Hour })
+	ctx := context.Background()
+	digest, _, _ := f.d.UploadModule(ctx, DefaultTenant, wasm)
+	id, err := f.d.SubmitJob(ctx, DefaultTenant, Submission{ModuleDigest: digest, Args: []string{"ok"}, Name: "mine"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The pool never has slots: the job fails with the slot error.
+	r, err := f.d.WaitJob(ctx, DefaultTenant, id, 5*time.Second)
+	if err != nil || r.State != jobmaster.Failed || !strings.Contains(r.Failure, "not enough slots: need 1, free 0") || r.Name != "mine" {
+		t.Fatalf("wait: %+v %v", r.Details, err)
+	}
+	if jobs := f.d.ListJobs(ctx, DefaultTenant); len(jobs) != 1 || jobs[0].JobID != id {
+		t.Fatalf("list: %+v", jobs)
+	}
+	if jobs := f.d.ListJobs(ctx, "acme"); len(jobs) != 0 {
+		t.Fatal("another tenant sees the job")
+	}
+	if _, err := f.d.GetJob(ctx, "acme", id); !errors.Is(err, rpcerr.ErrJobNotFound) {
+		t.Fatalf("foreign GetJob: %v", err)
+	}
+	if o := f.d.Overview(ctx, DefaultTenant); o.JobsByState[jobmaster.Failed] != 1 || o.SlotsTotal != 4 {
+		t.Fatalf("overview %+v", o)
+	}
+	if err := f.d.CancelJob(ctx, DefaultTenant, id); err != nil {
+		t.Fatalf("cancel of an ended job: %v", err)
+	}
+	f.now.Add(59 * time.Minute)
+	f.d.expire()
+	if _, err := f.d.GetJob(ctx, DefaultTenant, id); err != nil {
+		t.Fatalf("expired before the retention time: %v", err)
+	}
+	f.now.Add(2 * time.Minute)
+	f.d.expire()
+	if _, err := f.d.GetJob(ctx, DefaultTenant, id); !errors.Is(err, rpcerr.ErrJobNotFound) {
+		t.Fatalf("kept after the retention time: %v", err)
+	}
+}
+
+func TestUnknownJob(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	check := func(name string, err error) {
+		t.Helper()
+		if !errors.Is(err, rpcerr.ErrNotFound) || !errors.Is(err, rpcerr.ErrJobNotFound) || err.Error() != `job "x" not found` {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	_, err := f.d.GetJob(ctx, DefaultTenant, "x")
+	check("get", err)
+	check("cancel", f.d.CancelJob(ctx, DefaultTenant, "x"))
+	_, err = f.d.WaitJob(ctx, DefaultTenant, "x", time.Second)
+	check("wait", err)
+	_, err = f.d.JobMaster("x")
+	check("jobmaster", err)
+}
+
+func TestResolveSplits(t *testing.T) {
+	ctx := context.Background()
+	store, err := blob.Open(ctx, "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	put := func(key, body string) {
+		if err := store.Put(ctx, key, strings.NewReader(body), int64(len(body))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("tenants/default/in/a.txt", "0123456789")       // 3 splits of 4
+	put("tenants/default/in/b.txt", "abc")              // 1
+	put("tenants/default/in/sub/c.log", "xy")           // 1
+	put("tenants/default/in/empty.txt", "")             // none
+	put("tenants/default/uploads/u1/data.txt", "hello") // 2
+	text := func(paths string) *jobgraph.Graph {
+		return &jobgraph.Graph{Vertices: []jobgraph.Vertex{{ID: 7, Name: "src", Kind: jobgraph.KindSource, Connector: jobgraph.ConnectorText, Config: map[string]string{"paths": paths}}}}
+	}
+	tests := []struct {
+		paths string
+		conf  map[string]string
+		want  string
+		err   string
+	}{
+		{`["in/a.txt"]`, nil, "[{tenants/default/in/a.txt 0 4} {tenants/default/in/a.txt 4 4} {tenants/default/in/a.txt 8 2}]", ""},
+		{`["in"]`, nil, "[{tenants/default/in/a.txt 0 4} {tenants/default/in/a.txt 4 4} {tenants/default/in/a.txt 8 2} {tenants/default/in/b.txt 0 3} {tenants/default/in/sub/c.log 0 2}]", ""},
+		{`["in/*.txt", "in/b.txt"]`, nil, "[{tenants/default/in/a.txt 0 4} {tenants/default/in/a.txt 4 4} {tenants/default/in/a.txt 8 2} {tenants/default/in/b.txt 0 3}]", ""},
+		{`["tenants/default/in/sub/"]`, nil, "[{tenants/default/in/sub/c.log 0 2}]", ""},
+		{`["/home/me/data.txt"]`, map[string]string{"inputs": `{"/home/me/data.txt": "tenants/default/uploads/u1/data.txt"}`}, "[{tenants/default/uploads/u1/data.txt 0 4} {tenants/default/uploads/u1/data.txt 4 1}]", ""},
+		{`["/home/me/data.txt"]`, nil, "", `input "/home/me/data.txt": no object tenants/default/home/me/data.txt`},
+		{`["in/*.csv"]`, nil, "", "no object matches"},
+		{`["in/[x"]`, nil, "", "bad pattern"},
+		{`[]`, nil, "", "non-empty JSON list of paths"},
+		{`[""]`, nil, "", "input path is empty"},
+		{`["tenants/other/x"]`, nil, "", "belongs to another tenant"},
+	}
+	for _, tt := range tests {
+		got, err := resolveSplits(ctx, store, DefaultTenant, text(tt.paths), tt.conf, 4)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("%s: err %v, want %q", tt.paths, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || fmt.Sprint(got[7]) != tt.want {
+			t.Errorf("%s: %v %v\nwant %s", tt.paths, got[7], err, tt.want)
+		}
+	}
+}

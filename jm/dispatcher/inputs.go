@@ -1,0 +1,172 @@
+package dispatcher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/sluicehq/sluice/blob"
+	"github.com/sluicehq/sluice/internal/jobgraph"
+	"github.com/sluicehq/sluice/internal/rpcerr"
+	"github.com/sluicehq/sluice/jm/jobmaster"
+)
+
+// ConfigInputs is the job config key that maps the paths a text source
+// names to blob keys or key prefixes, as a JSON object. A client that
+// uploads local files before submitting (sluice run --local) sets it:
+//
+//	inputs = {"/home/me/books": "tenants/default/uploads/3f2a/books/",
+//	          "notes.txt":      "tenants/default/uploads/3f2a/notes.txt"}
+const ConfigInputs = "inputs"
+
+// Limits of input resolution, so one submission cannot make the JobManager
+// hold an unbounded split list.
+const (
+	maxInputObjects = 100_000
+	maxSplits       = 1_000_000
+)
+
+// resolveSplits lists the objects every text source of g reads and cuts
+// them into splits of at most splitSize bytes, in key order.
+//
+// A text source's "paths" config is a JSON list of strings. Each path is
+// first looked up in the job's "inputs" map; what comes out (or the path
+// itself) names blob keys of the job's tenant:
+//
+//   - "tenants/<tenant>/..." is a key as is; another tenant's key is refused;
+//     any other path is relative to "tenants/<tenant>/";
+//   - with a glob (*, ?, [), every object whose key matches (path.Match);
+//   - ending in "/", every object under that prefix;
+//   - else the object with that key, or if there is none, every object
+//     under key + "/" (a directory).
+//
+// # Errors
+//
+// ErrInvalidArgument for a malformed paths list, inputs map or key;
+// ErrNotFound when a path names nothing; ErrPermissionDenied for another
+// tenant's keys; the blob store's errors otherwise.
+func resolveSplits(ctx context.Context, store blob.Store, tenant string, g *jobgraph.Graph, conf map[string]string, splitSize int64) (map[int][]jobmaster.Split, error) {
+	var inputs map[string]string
+	if s, ok := conf[ConfigInputs]; ok {
+		if err := json.Unmarshal([]byte(s), &inputs); err != nil {
+			return nil, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "config %s: want a JSON object of path to blob key: %v", ConfigInputs, err)
+		}
+	}
+	out := map[int][]jobmaster.Split{}
+	total := 0
+	for _, v := range g.Vertices {
+		if v.Connector != jobgraph.ConnectorText {
+			continue
+		}
+		var paths []string
+		if err := json.Unmarshal([]byte(v.Config["paths"]), &paths); err != nil || len(paths) == 0 {
+			return nil, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "vertex %d %q: text source needs a non-empty JSON list of paths in its \"paths\" config", v.ID, v.Name)
+		}
+		var objs []blob.Info
+		for _, p := range paths {
+			found, err := resolvePath(ctx, store, tenant, p, inputs)
+			if err != nil {
+				return nil, fmt.Errorf("vertex %d %q: %w", v.ID, v.Name, err)
+			}
+			objs = append(objs, found...)
+			if len(objs) > maxInputObjects {
+				return nil, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "vertex %d %q: more than %d input objects", v.ID, v.Name, maxInputObjects)
+			}
+		}
+		slices.SortFunc(objs, func(a, b blob.Info) int { return strings.Compare(a.Key, b.Key) })
+		objs = slices.CompactFunc(objs, func(a, b blob.Info) bool { return a.Key == b.Key })
+		var splits []jobmaster.Split
+		for _, o := range objs {
+			for off := int64(0); off < o.Size; off += splitSize {
+				splits = append(splits, jobmaster.Split{Key: o.Key, Offset: off, Length: min(splitSize, o.Size-off)})
+			}
+		}
+		total += len(splits)
+		if total > maxSplits {
+			return nil, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "vertex %d %q: more than %d input splits: raise the split size", v.ID, v.Name, maxSplits)
+		}
+		out[v.ID] = splits
+	}
+	return out, nil
+}
+
+func resolvePath(ctx context.Context, store blob.Store, tenant, p string, inputs map[string]string) ([]blob.Info, error) {
+	if strings.TrimSpace(p) == "" {
+		return nil, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "input path is empty")
+	}
+	name := p
+	if mapped, ok := inputs[p]; ok {
+		name = mapped
+	}
+	keys, err := blob.ForTenant(tenant)
+	if err != nil {
+		return nil, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "%v", err)
+	}
+	root := keys.Prefix()
+	var key string
+	switch {
+	case strings.HasPrefix(name, root):
+		key = name
+	case strings.HasPrefix(name, "tenants/"):
+		return nil, rpcerr.Errorf(rpcerr.ErrPermissionDenied, "input %q: blob key %q belongs to another tenant", p, name)
+	default:
+		key = root + strings.TrimLeft(name, "/")
+	}
+	if i := strings.IndexAny(key, "*?["); i >= 0 {
+		if _, err := path.Match(key, ""); err != nil {
+			return nil, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "input %q: bad pattern: %v", p, err)
+		}
+		prefix := key[:strings.LastIndex(key[:i], "/")+1]
+		var found []blob.Info
+		for info, err := range blob.All(ctx, store, prefix) {
+			if err != nil {
+				return nil, storeErr(p, err)
+			}
+			if ok, _ := path.Match(key, info.Key); ok {
+				found = append(found, info)
+			}
+		}
+		if len(found) == 0 {
+			return nil, rpcerr.Errorf(rpcerr.ErrNotFound, "input %q: no object matches %s", p, key)
+		}
+		return found, nil
+	}
+	if !strings.HasSuffix(key, "/") {
+		info, err := store.Stat(ctx, key)
+		if err == nil {
+			return []blob.Info{info}, nil
+		}
+		if !errors.Is(err, blob.ErrNotFound) {
+			return nil, storeErr(p, err)
+		}
+		key += "/"
+	}
+	var found []blob.Info
+	for info, err := range blob.All(ctx, store, key) {
+		if err != nil {
+			return nil, storeErr(p, err)
+		}
+		found = append(found, info)
+	}
+	if len(found) == 0 {
+		return nil, rpcerr.Errorf(rpcerr.ErrNotFound, "input %q: no object %s and none under %s: upload the input to the blob store first", p, strings.TrimSuffix(key, "/"), key)
+	}
+	return found, nil
+}
+
+// storeErr classifies a blob store error met while resolving input p.
+func storeErr(p string, err error) error {
+	switch {
+	case errors.Is(err, blob.ErrInvalidKey):
+		return rpcerr.Errorf(rpcerr.ErrInvalidArgument, "input %q: %w", p, err)
+	case errors.Is(err, blob.ErrNotFound):
+		return rpcerr.Errorf(rpcerr.ErrNotFound, "input %q: %w", p, err)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("input %q: %w", p, err)
+	}
+	return rpcerr.Errorf(rpcerr.ErrUnavailable, "input %q: blob store: %w", p, err)
+}

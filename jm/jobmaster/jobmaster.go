@@ -1,0 +1,897 @@
+// Package jobmaster runs one job: it expands the job graph into tasks
+// (chains × subtasks), gets slots from the ResourceManager, deploys the
+// tasks to TaskManagers, follows their state reports, restarts the job on
+// failure with a fixed-delay strategy, hands out input splits, and collects
+// the job's result.
+//
+// Each JobMaster is one goroutine that owns all of the job's state; every
+// input (task reports, split requests, lost TaskManagers, cancel, the results
+// of its own RPCs and timers) reaches it as an event on one channel, so the
+// state machine has no locks. Readers get a snapshot published after every
+// event. It must not import idl/kitex_gen.
+//
+// # Job states
+//
+//	CREATED ──start──► RUNNING ───────── every task FINISHED ─────────► FINISHED
+//	                    │  ▲  │
+//	a task FAILED, a    │  │  └──── Cancel ───► CANCELLING ── every task ended ──► CANCELED
+//	TaskManager lost,   │  │ delay passed,          ▲          (or cancel timeout)
+//	a deploy failed     ▼  │ attempt+1, slots       │ Cancel
+//	                 FAILING ──── every task ended ──┼──► RESTARTING ── Cancel ──► CANCELED
+//	                    │   (or cancel timeout)      │    (restarts left)
+//	                    │                            │
+//	                    └── no restarts left ────────┴──► FAILED (root cause kept)
+//	slots not to be had (RUNNING, before deployment) ────► FAILED
+//	JobManager shutting down (any live state) ───────────► SUSPENDED
+//
+// Restarts are from scratch for now: every task of the attempt is canceled,
+// every slot freed, splits reset, partial results dropped; the next attempt
+// gets new slots and a fencing token with attempt+1, so reports of the old
+// attempt are refused as stale.
+//
+// # Slots
+//
+// Flink's slot sharing: subtask i of every task runs in slot i, so a job
+// needs as many slots as its largest parallelism, and a slot holds one
+// pipeline of the job end to end.
+package jobmaster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/jobgraph"
+	"github.com/sluicehq/sluice/internal/rpcerr"
+	"github.com/sluicehq/sluice/jm/resourcemanager"
+)
+
+// Defaults for Config fields left zero.
+const (
+	DefaultCancelTimeout = 10 * time.Second
+	DefaultRPCTimeout    = 10 * time.Second
+)
+
+// Config is one job and the services its JobMaster uses.
+type Config struct {
+	JobID        string
+	Name         string // shown in listings; the graph's name when empty
+	Tenant       string
+	ModuleDigest string
+	Args         []string
+	// Graph is the validated job graph (jobgraph.Validate).
+	Graph              *jobgraph.Graph
+	DefaultParallelism int
+	// JobConfig is passed to every task.
+	JobConfig map[string]string
+	// Splits are the input splits of each text source, by vertex id.
+	Splits  map[int][]Split
+	Restart RestartStrategy
+	// LeaderSession goes into every fencing token.
+	LeaderSession string
+	// Address is the JobManager's RPC address, told to every task.
+	Address string
+	Slots   SlotPool
+	Gateway TaskExecutorGateway
+	// CancelTimeout bounds how long canceling waits for tasks to confirm.
+	CancelTimeout time.Duration
+	// RPCTimeout bounds each call to a TaskManager.
+	RPCTimeout time.Duration
+	Logger     *slog.Logger
+	// Now is the clock for timestamps; nil means time.Now.
+	Now func() time.Time
+}
+
+// JobMaster runs one job. Its methods are safe for concurrent use.
+type JobMaster struct {
+	cfg    Config
+	log    *slog.Logger
+	events chan any
+	done   chan struct{} // closed when the job is in a terminal state
+	stopCh chan struct{} // closed by Close
+	stop   sync.Once
+	bg     sync.WaitGroup // RPCs and timers started by the loop
+
+	mu   sync.Mutex
+	snap Result
+
+	// Owned by the loop goroutine.
+	tasks         []*task
+	state         JobState
+	attempt       int64
+	restarts      int
+	execs         []*execution
+	byID          map[string]*execution
+	slots         []resourcemanager.Slot
+	attemptCancel context.CancelFunc
+	splits        map[int]int // next split index per source vertex
+	failure       string      // root cause of the current failure
+	stateTimes    map[JobState]time.Time
+	start, end    time.Time
+	records       [][]byte
+	accumulators  map[string]int64
+}
+
+// execution is one subtask of one task in one attempt.
+type execution struct {
+	id          string
+	task        *task
+	subtask     int
+	slot        resourcemanager.Slot
+	state       string
+	failure     string
+	deployAcked bool // the DeployTask call returned (either way)
+	cancelSent  bool
+}
+
+// Events.
+type (
+	evSlots struct {
+		attempt int64
+		slots   []resourcemanager.Slot
+		err     error
+	}
+	evDeployed struct {
+		attempt int64
+		id      string
+		err     error
+		skipped bool // the attempt ended before the call was made
+	}
+	evUpdate struct {
+		u     TaskUpdate
+		reply chan error
+	}
+	evSplit struct {
+		r     SplitRequest
+		reply chan splitReply
+	}
+	evLost struct {
+		l resourcemanager.Lost
+	}
+	evCancel        struct{ reply chan error }
+	evCancelTimeout struct{ attempt int64 }
+	evRestart       struct{ attempt int64 }
+)
+
+type splitReply struct {
+	split Split
+	done  bool
+	err   error
+}
+
+// Start validates cfg and starts the job's goroutine; the job moves to
+// RUNNING and requests its slots at once.
+//
+// # Errors
+//
+// ErrInvalidArgument for a config that cannot run (no graph, no slot pool).
+func Start(cfg Config) (*JobMaster, error) {
+	switch {
+	case cfg.JobID == "":
+		return nil, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "job master: no job id")
+	case cfg.Graph == nil:
+		return nil, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "job master for job %s: no job graph", cfg.JobID)
+	case cfg.Slots == nil || cfg.Gateway == nil:
+		return nil, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "job master for job %s: no slot pool or task executor gateway", cfg.JobID)
+	case cfg.Restart.Attempts < 0 || cfg.Restart.Delay < 0:
+		return nil, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "job master for job %s: negative restart attempts or delay", cfg.JobID)
+	}
+	if cfg.DefaultParallelism < 1 {
+		cfg.DefaultParallelism = 1
+	}
+	if cfg.Name == "" {
+		cfg.Name = cfg.Graph.Name
+	}
+	if cfg.CancelTimeout <= 0 {
+		cfg.CancelTimeout = DefaultCancelTimeout
+	}
+	if cfg.RPCTimeout <= 0 {
+		cfg.RPCTimeout = DefaultRPCTimeout
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	jm := &JobMaster{
+		cfg:          cfg,
+		log:          cfg.Logger.With("job", cfg.JobID, "tenant", cfg.Tenant),
+		events:       make(chan any),
+		done:         make(chan struct{}),
+		stopCh:       make(chan struct{}),
+		tasks:        buildTasks(cfg.Graph, cfg.DefaultParallelism),
+		state:        Created,
+		byID:         map[string]*execution{},
+		stateTimes:   map[JobState]time.Time{},
+		accumulators: map[string]int64{},
+	}
+	jm.setState(Created)
+	jm.start = jm.stateTimes[Created]
+	jm.publish()
+	go jm.run()
+	return jm, nil
+}
+
+// JobID returns the job's id.
+func (jm *JobMaster) JobID() string { return jm.cfg.JobID }
+
+// Tenant returns the tenant that owns the job.
+func (jm *JobMaster) Tenant() string { return jm.cfg.Tenant }
+
+// Done is closed when the job has reached a terminal state.
+func (jm *JobMaster) Done() <-chan struct{} { return jm.done }
+
+// Result returns a snapshot of the job: its details and, once FINISHED,
+// its records and accumulators.
+func (jm *JobMaster) Result() Result {
+	jm.mu.Lock()
+	defer jm.mu.Unlock()
+	return jm.snap
+}
+
+// Details returns a snapshot of the job's state.
+func (jm *JobMaster) Details() Details { return jm.Result().Details }
+
+// Wait blocks until the job ends or ctx does, and returns the snapshot then.
+func (jm *JobMaster) Wait(ctx context.Context) Result {
+	select {
+	case <-jm.done:
+	case <-ctx.Done():
+	}
+	return jm.Result()
+}
+
+// Close stops the JobMaster: a job still live is told to cancel its tasks
+// (best effort, bounded by the RPC timeout), its slots are freed, and it
+// ends SUSPENDED. Close returns when the goroutine and every call it
+// started have ended.
+func (jm *JobMaster) Close() {
+	jm.stop.Do(func() { close(jm.stopCh) })
+	<-jm.done
+	jm.bg.Wait()
+}
+
+// send delivers ev to the loop, or returns false when the job has ended.
+func (jm *JobMaster) send(ev any) bool {
+	select {
+	case jm.events <- ev:
+		return true
+	case <-jm.done:
+		return false
+	}
+}
+
+func (jm *JobMaster) endedError() error {
+	return rpcerr.Errorf(rpcerr.ErrFailedPrecondition, "job %s has ended (%s)", jm.cfg.JobID, jm.Details().State)
+}
+
+// Cancel asks the job to cancel. It returns once the request is taken; wait
+// for CANCELED with Wait. Canceling a job that has ended is not an error.
+func (jm *JobMaster) Cancel(ctx context.Context) error {
+	reply := make(chan error, 1)
+	if !jm.send(evCancel{reply: reply}) {
+		return nil
+	}
+	select {
+	case err := <-reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// UpdateTaskState applies a task's state report.
+//
+// # Errors
+//
+//   - ErrStaleFencingToken: the report is from another attempt or session.
+//   - ErrNotFound: no such execution in this attempt.
+//   - ErrFailedPrecondition: the job has ended.
+func (jm *JobMaster) UpdateTaskState(ctx context.Context, u TaskUpdate) error {
+	reply := make(chan error, 1)
+	if !jm.send(evUpdate{u: u, reply: reply}) {
+		return jm.endedError()
+	}
+	select {
+	case err := <-reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// NextSplit returns the next input split of a text source, in order, to
+// whichever subtask asks first; done when every split is handed out.
+//
+// # Errors
+//
+// As UpdateTaskState; ErrInvalidArgument when the vertex is not a text
+// source of the execution's task.
+func (jm *JobMaster) NextSplit(ctx context.Context, r SplitRequest) (Split, bool, error) {
+	reply := make(chan splitReply, 1)
+	if !jm.send(evSplit{r: r, reply: reply}) {
+		return Split{}, false, jm.endedError()
+	}
+	select {
+	case rep := <-reply:
+		return rep.split, rep.done, rep.err
+	case <-ctx.Done():
+		return Split{}, false, ctx.Err()
+	}
+}
+
+// TaskManagerLost tells the job that a TaskManager holding some of its
+// allocations is gone. It never blocks for long.
+func (jm *JobMaster) TaskManagerLost(l resourcemanager.Lost) {
+	jm.send(evLost{l: l})
+}
+
+// run is the loop: one event at a time, then a fresh snapshot.
+func (jm *JobMaster) run() {
+	jm.log.Info("job starting", "name", jm.cfg.Name, "tasks", len(jm.tasks), "slots", slotsNeeded(jm.tasks))
+	jm.setState(Running)
+	jm.requestSlots()
+	jm.publish()
+	for !jm.state.Terminal() {
+		select {
+		case ev := <-jm.events:
+			jm.handle(ev)
+		case <-jm.stopCh:
+			jm.suspend()
+		}
+		jm.publish()
+	}
+	if jm.attemptCancel != nil {
+		jm.attemptCancel()
+	}
+	jm.log.Info("job ended", "state", jm.state, "restarts", jm.restarts, "failure", jm.failure)
+	close(jm.done)
+}
+
+func (jm *JobMaster) handle(ev any) {
+	switch ev := ev.(type) {
+	case evSlots:
+		jm.onSlots(ev)
+	case evDeployed:
+		jm.onDeployed(ev)
+	case evUpdate:
+		ev.reply <- jm.onUpdate(ev.u)
+	case evSplit:
+		ev.reply <- jm.onSplit(ev.r)
+	case evLost:
+		jm.onLost(ev.l)
+	case evCancel:
+		jm.onCancel()
+		ev.reply <- nil
+	case evCancelTimeout:
+		jm.onCancelTimeout(ev.attempt)
+	case evRestart:
+		jm.onRestart(ev.attempt)
+	}
+}
+
+func (jm *JobMaster) setState(s JobState) {
+	now := jm.cfg.Now()
+	if jm.state != s {
+		jm.log.Info("job state", "from", jm.state, "to", s, "attempt", jm.attempt)
+	}
+	jm.state = s
+	jm.stateTimes[s] = now
+	if s.Terminal() {
+		jm.end = now
+	}
+}
+
+func (jm *JobMaster) fencing() FencingToken {
+	return FencingToken{LeaderSession: jm.cfg.LeaderSession, JobID: jm.cfg.JobID, Attempt: jm.attempt}
+}
+
+// goBG runs f on its own goroutine, counted for Close.
+func (jm *JobMaster) goBG(f func()) {
+	jm.bg.Add(1)
+	go func() {
+		defer jm.bg.Done()
+		f()
+	}()
+}
+
+// after sends ev to the loop once d has passed, unless the job ends first.
+func (jm *JobMaster) after(d time.Duration, ev any) {
+	jm.goBG(func() {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			jm.send(ev)
+		case <-jm.done:
+		}
+	})
+}
+
+// requestSlots asks the slot pool for this attempt's slots.
+func (jm *JobMaster) requestSlots() {
+	ctx, cancel := context.WithCancel(context.Background())
+	jm.attemptCancel = cancel
+	attempt, n := jm.attempt, slotsNeeded(jm.tasks)
+	jm.goBG(func() {
+		slots, err := jm.cfg.Slots.RequestSlots(ctx, jm.cfg.JobID, n)
+		if !jm.send(evSlots{attempt: attempt, slots: slots, err: err}) && err == nil {
+			jm.cfg.Slots.ReleaseSlots(allocIDs(slots)...)
+		}
+	})
+}
+
+func (jm *JobMaster) onSlots(ev evSlots) {
+	if ev.attempt != jm.attempt || jm.state != Running || jm.slots != nil {
+		if ev.err == nil {
+			jm.releaseSlots(ev.slots) // the attempt moved on meanwhile
+		}
+		return
+	}
+	if ev.err != nil {
+		if errors.Is(ev.err, context.Canceled) {
+			return
+		}
+		jm.failure = fmt.Sprintf("could not get %d slots for the job: %v", slotsNeeded(jm.tasks), ev.err)
+		jm.log.Error("job failed: no slots", "err", ev.err)
+		jm.setState(Failed)
+		return
+	}
+	jm.slots = ev.slots
+	jm.execs = nil
+	jm.byID = map[string]*execution{}
+	for _, t := range jm.tasks {
+		for i := range t.parallelism {
+			x := &execution{
+				id:      fmt.Sprintf("%s.a%d.t%d.s%d", jm.cfg.JobID, jm.attempt, t.index, i),
+				task:    t,
+				subtask: i,
+				slot:    ev.slots[i],
+				state:   ExecDeploying,
+			}
+			jm.execs = append(jm.execs, x)
+			jm.byID[x.id] = x
+		}
+	}
+	// Consumers before producers: a producer's channels then find their
+	// consumer's inputs registered (the exchange also retries, bounded).
+	var order []Deployment
+	var addrs []string
+	for ti := len(jm.tasks) - 1; ti >= 0; ti-- {
+		for _, x := range jm.execs {
+			if x.task.index == ti {
+				order = append(order, jm.deployment(x))
+				addrs = append(addrs, x.slot.RPCAddress)
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	prev := jm.attemptCancel
+	jm.attemptCancel = func() { cancel(); prev() }
+	attempt := jm.attempt
+	jm.goBG(func() {
+		for i, d := range order {
+			if ctx.Err() != nil {
+				jm.send(evDeployed{attempt: attempt, id: d.ExecutionID, skipped: true})
+				continue
+			}
+			cctx, ccancel := context.WithTimeout(ctx, jm.cfg.RPCTimeout)
+			err := jm.cfg.Gateway.DeployTask(cctx, addrs[i], d)
+			ccancel()
+			jm.send(evDeployed{attempt: attempt, id: d.ExecutionID, err: err})
+		}
+	})
+}
+
+// deployment builds what x's TaskManager needs.
+func (jm *JobMaster) deployment(x *execution) Deployment {
+	t := x.task
+	d := Deployment{
+		Fencing:          jm.fencing(),
+		ExecutionID:      x.id,
+		JobID:            jm.cfg.JobID,
+		Tenant:           jm.cfg.Tenant,
+		ModuleDigest:     jm.cfg.ModuleDigest,
+		Args:             slices.Clone(jm.cfg.Args),
+		Chain:            slices.Clone(t.vertices),
+		Subtask:          x.subtask,
+		Parallelism:      t.parallelism,
+		MaxParallelism:   jobgraph.MaxParallelismOf(jm.cfg.Graph),
+		AllocationID:     x.slot.AllocationID,
+		JobMasterAddress: jm.cfg.Address,
+		Config:           maps.Clone(jm.cfg.JobConfig),
+	}
+	for _, in := range t.inputs {
+		d.Inputs = append(d.Inputs, InputSpec{ResultID: resultID(jm.cfg.JobID, jm.attempt, in.edge), Producers: producersPerConsumer(in)})
+	}
+	for _, out := range t.outputs {
+		targets := make([]string, out.consumer.parallelism)
+		for i := range targets {
+			targets[i] = jm.slots[i].DataAddress // consumer subtask i runs in slot i
+		}
+		d.Outputs = append(d.Outputs, OutputSpec{ResultID: resultID(jm.cfg.JobID, jm.attempt, out.edge), Partitioner: out.edge.Partitioner, Targets: targets})
+	}
+	return d
+}
+
+func (jm *JobMaster) onDeployed(ev evDeployed) {
+	x := jm.byID[ev.id]
+	if ev.attempt != jm.attempt || x == nil {
+		return
+	}
+	x.deployAcked = true
+	switch {
+	case ev.skipped:
+		jm.execEnded(x, ExecCanceled, "")
+	case ev.err != nil:
+		if execTerminal(x.state) {
+			break
+		}
+		msg := fmt.Sprintf("deploy to task manager %s (%s): %v", x.slot.ResourceID, x.slot.RPCAddress, ev.err)
+		jm.execEnded(x, ExecFailed, msg)
+		jm.fail(x, msg)
+	case jm.state == Failing || jm.state == Cancelling:
+		jm.cancelExec(x) // deployed while the attempt was being torn down
+	}
+	jm.settle()
+}
+
+func (jm *JobMaster) checkFencing(f FencingToken) error {
+	if f.JobID != jm.cfg.JobID || f.LeaderSession != jm.cfg.LeaderSession {
+		return rpcerr.Errorf(rpcerr.ErrStaleFencingToken, "fencing token of job %s session %q does not match job %s session %q", f.JobID, f.LeaderSession, jm.cfg.JobID, jm.cfg.LeaderSession)
+	}
+	if f.Attempt != jm.attempt {
+		return rpcerr.Errorf(rpcerr.ErrStaleFencingToken, "job %s: attempt %d is stale: the job is at attempt %d", jm.cfg.JobID, f.Attempt, jm.attempt)
+	}
+	return nil
+}
+
+func (jm *JobMaster) onUpdate(u TaskUpdate) error {
+	if err := jm.checkFencing(u.Fencing); err != nil {
+		return err
+	}
+	x := jm.byID[u.ExecutionID]
+	if x == nil {
+		return rpcerr.Errorf(rpcerr.ErrNotFound, "job %s has no execution %q in attempt %d", jm.cfg.JobID, u.ExecutionID, jm.attempt)
+	}
+	if execTerminal(x.state) {
+		return nil // e.g. CANCELED after the cancel timeout gave up on it
+	}
+	log := jm.log.With("task", x.task.name, "subtask", x.subtask, "tm", x.slot.ResourceID)
+	switch u.State {
+	case ExecDeploying, ExecRunning:
+		if x.state != ExecCanceling {
+			x.state = u.State
+		}
+	case ExecFinished:
+		jm.execEnded(x, ExecFinished, "")
+		jm.records = append(jm.records, u.Collected...)
+		for k, v := range u.Accumulators {
+			jm.accumulators[k] += v
+		}
+		if jm.state == Running && jm.allFinished() {
+			jm.releaseSlots(jm.slots)
+			jm.slots = nil
+			jm.setState(Finished)
+			return nil
+		}
+	case ExecFailed:
+		msg := fmt.Sprintf("task %q subtask %d/%d on task manager %s failed: %s", x.task.name, x.subtask+1, x.task.parallelism, x.slot.ResourceID, u.Failure)
+		log.Warn("task failed", "failure", u.Failure)
+		jm.execEnded(x, ExecFailed, msg)
+		jm.fail(x, msg)
+	case ExecCanceled:
+		wanted := x.cancelSent || jm.state != Running
+		jm.execEnded(x, ExecCanceled, "")
+		if !wanted {
+			jm.fail(x, fmt.Sprintf("task %q subtask %d/%d was canceled on task manager %s", x.task.name, x.subtask+1, x.task.parallelism, x.slot.ResourceID))
+		}
+	default:
+		return rpcerr.Errorf(rpcerr.ErrInvalidArgument, "unknown task state %q (want DEPLOYING, RUNNING, FINISHED, CANCELED or FAILED)", u.State)
+	}
+	jm.settle()
+	return nil
+}
+
+func (jm *JobMaster) execEnded(x *execution, state, failure string) {
+	x.state = state
+	if failure != "" {
+		x.failure = failure
+	}
+}
+
+func (jm *JobMaster) allFinished() bool {
+	for _, x := range jm.execs {
+		if x.state != ExecFinished {
+			return false
+		}
+	}
+	return len(jm.execs) > 0
+}
+
+// fail starts failing the attempt because of x (nil: not one task's fault).
+func (jm *JobMaster) fail(_ *execution, cause string) {
+	if jm.state != Running {
+		return
+	}
+	jm.failure = cause
+	jm.log.Warn("job failing", "attempt", jm.attempt, "cause", cause)
+	jm.setState(Failing)
+	jm.teardown()
+}
+
+// teardown cancels every live execution of the attempt and arms the cancel
+// timeout.
+func (jm *JobMaster) teardown() {
+	if jm.attemptCancel != nil {
+		jm.attemptCancel() // stops deploying and a pending slot request
+	}
+	for _, x := range jm.execs {
+		if !execTerminal(x.state) && x.deployAcked {
+			jm.cancelExec(x)
+		}
+	}
+	jm.after(jm.cfg.CancelTimeout, evCancelTimeout{attempt: jm.attempt})
+	jm.settle()
+}
+
+func (jm *JobMaster) cancelExec(x *execution) {
+	if x.cancelSent || execTerminal(x.state) {
+		return
+	}
+	x.cancelSent = true
+	x.state = ExecCanceling
+	addr, id, f := x.slot.RPCAddress, x.id, jm.fencing()
+	jm.goBG(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), jm.cfg.RPCTimeout)
+		defer cancel()
+		if err := jm.cfg.Gateway.CancelTask(ctx, addr, f, id); err != nil {
+			jm.log.Warn("cancel task failed", "execution", id, "tm_address", addr, "err", err)
+		}
+	})
+}
+
+// settle moves a failing or cancelling job on once every execution ended.
+func (jm *JobMaster) settle() {
+	if jm.state != Failing && jm.state != Cancelling {
+		return
+	}
+	for _, x := range jm.execs {
+		if !execTerminal(x.state) {
+			return
+		}
+	}
+	jm.releaseSlots(jm.slots)
+	jm.slots = nil
+	switch {
+	case jm.state == Cancelling:
+		jm.setState(Canceled)
+	case jm.restarts < jm.cfg.Restart.Attempts:
+		jm.setState(Restarting)
+		jm.log.Info("restarting job", "in", jm.cfg.Restart.Delay, "restart", jm.restarts+1, "of", jm.cfg.Restart.Attempts)
+		jm.after(jm.cfg.Restart.Delay, evRestart{attempt: jm.attempt})
+	default:
+		if jm.cfg.Restart.Attempts > 0 {
+			jm.failure = fmt.Sprintf("%s (gave up after %d restarts)", jm.failure, jm.restarts)
+		}
+		jm.setState(Failed)
+	}
+}
+
+func (jm *JobMaster) onCancelTimeout(attempt int64) {
+	if attempt != jm.attempt || (jm.state != Failing && jm.state != Cancelling) {
+		return
+	}
+	for _, x := range jm.execs {
+		if !execTerminal(x.state) {
+			jm.log.Warn("task did not confirm cancel in time; freeing its slot", "execution", x.id, "tm", x.slot.ResourceID, "timeout", jm.cfg.CancelTimeout)
+			jm.execEnded(x, ExecCanceled, fmt.Sprintf("did not confirm cancel within %v", jm.cfg.CancelTimeout))
+		}
+	}
+	jm.settle()
+}
+
+func (jm *JobMaster) onRestart(attempt int64) {
+	if attempt != jm.attempt || jm.state != Restarting {
+		return
+	}
+	jm.attempt++
+	jm.restarts++
+	jm.execs = nil
+	jm.byID = map[string]*execution{}
+	jm.splits = nil
+	jm.records = nil
+	jm.accumulators = map[string]int64{}
+	jm.setState(Running)
+	jm.requestSlots()
+}
+
+func (jm *JobMaster) onLost(l resourcemanager.Lost) {
+	lost := map[string]bool{}
+	for _, a := range l.Allocations {
+		lost[a] = true
+	}
+	// By allocation: a TaskManager that restarted keeps the allocations its
+	// slot report still showed. A Lost without allocations means all of
+	// the TaskManager's.
+	gone := func(s resourcemanager.Slot) bool {
+		return lost[s.AllocationID] || (len(l.Allocations) == 0 && s.ResourceID == l.ResourceID)
+	}
+	var hit *execution
+	for _, x := range jm.execs {
+		if gone(x.slot) && !execTerminal(x.state) {
+			jm.execEnded(x, ExecFailed, fmt.Sprintf("task manager %s lost (%s)", l.ResourceID, l.Reason))
+			x.deployAcked = true // nothing to cancel on a dead TaskManager
+			if hit == nil {
+				hit = x
+			}
+		}
+	}
+	// The lost slots are gone: do not free them on the TaskManager.
+	jm.slots = slices.DeleteFunc(jm.slots, gone)
+	if hit != nil {
+		jm.fail(hit, fmt.Sprintf("task %q subtask %d/%d: task manager %s lost (%s)", hit.task.name, hit.subtask+1, hit.task.parallelism, l.ResourceID, l.Reason))
+	}
+	jm.settle()
+}
+
+func (jm *JobMaster) onCancel() {
+	switch jm.state {
+	case Created, Restarting:
+		jm.setState(Canceled)
+	case Running, Failing:
+		jm.setState(Cancelling)
+		jm.teardown()
+	}
+}
+
+// suspend ends a live job because the JobManager shuts down.
+func (jm *JobMaster) suspend() {
+	if jm.attemptCancel != nil {
+		jm.attemptCancel()
+	}
+	for _, x := range jm.execs {
+		if !execTerminal(x.state) && x.deployAcked {
+			jm.cancelExec(x)
+		}
+	}
+	jm.releaseSlots(jm.slots)
+	jm.slots = nil
+	jm.setState(Suspended)
+}
+
+func (jm *JobMaster) onSplit(r SplitRequest) splitReply {
+	if err := jm.checkFencing(r.Fencing); err != nil {
+		return splitReply{err: err}
+	}
+	x := jm.byID[r.ExecutionID]
+	if x == nil {
+		return splitReply{err: rpcerr.Errorf(rpcerr.ErrNotFound, "job %s has no execution %q in attempt %d", jm.cfg.JobID, r.ExecutionID, jm.attempt)}
+	}
+	if v, ok := x.task.textSource(); !ok || v.ID != r.VertexID {
+		return splitReply{err: rpcerr.Errorf(rpcerr.ErrInvalidArgument, "vertex %d is not the text source of execution %s", r.VertexID, r.ExecutionID)}
+	}
+	if jm.state != Running {
+		return splitReply{done: true} // the attempt is being torn down
+	}
+	if jm.splits == nil {
+		jm.splits = map[int]int{}
+	}
+	all := jm.cfg.Splits[r.VertexID]
+	i := jm.splits[r.VertexID]
+	if i >= len(all) {
+		return splitReply{done: true}
+	}
+	jm.splits[r.VertexID] = i + 1
+	jm.log.Debug("split assigned", "vertex", r.VertexID, "subtask", r.Subtask, "key", all[i].Key, "offset", all[i].Offset)
+	return splitReply{split: all[i]}
+}
+
+// releaseSlots frees slots on their TaskManagers, then returns them to the
+// pool, in the background (a dead TaskManager answers slowly).
+func (jm *JobMaster) releaseSlots(slots []resourcemanager.Slot) {
+	for _, s := range slots {
+		jm.goBG(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), jm.cfg.RPCTimeout)
+			defer cancel()
+			if err := jm.cfg.Gateway.FreeSlot(ctx, s.RPCAddress, s.AllocationID); err != nil {
+				jm.log.Warn("free slot failed", "allocation", s.AllocationID, "tm", s.ResourceID, "err", err)
+			}
+			jm.cfg.Slots.ReleaseSlots(s.AllocationID)
+		})
+	}
+}
+
+// publish refreshes the snapshot readers see.
+func (jm *JobMaster) publish() {
+	r := Result{Details: Details{
+		JobID:        jm.cfg.JobID,
+		Name:         jm.cfg.Name,
+		Tenant:       jm.cfg.Tenant,
+		ModuleDigest: jm.cfg.ModuleDigest,
+		State:        jm.state,
+		Start:        jm.start,
+		End:          jm.end,
+		Failure:      jm.failure,
+		Restarts:     jm.restarts,
+		StateTimes:   maps.Clone(jm.stateTimes),
+	}}
+	if jm.state == Finished {
+		r.Records = jm.records
+		r.Accumulators = maps.Clone(jm.accumulators)
+	}
+	if !jm.end.IsZero() {
+		r.Duration = jm.end.Sub(jm.start)
+	}
+	byTask := map[*task][]*execution{}
+	for _, x := range jm.execs {
+		byTask[x.task] = append(byTask[x.task], x)
+	}
+	for _, t := range jm.tasks {
+		for _, v := range t.vertices {
+			vs := VertexStatus{ID: v.ID, Name: v.Name, Parallelism: t.parallelism}
+			for i := range t.parallelism {
+				st := SubtaskStatus{Index: i, State: ExecCreated, Attempt: int(jm.attempt)}
+				if xs := byTask[t]; i < len(xs) {
+					st.State, st.TaskManager, st.Failure = xs[i].state, xs[i].slot.ResourceID, xs[i].failure
+				}
+				vs.Subtasks = append(vs.Subtasks, st)
+			}
+			r.Vertices = append(r.Vertices, vs)
+		}
+	}
+	jm.mu.Lock()
+	jm.snap = r
+	jm.mu.Unlock()
+}
+
+func allocIDs(s []resourcemanager.Slot) []string {
+	out := make([]string, len(s))
+	for i := range s {
+		out[i] = s[i].AllocationID
+	}
+	return out
+}
+
+// ParseRestart reads the restart strategy from a job's config, Flink's
+// keys, falling back to def:
+//
+//	restart-strategy                      none | fixed-delay
+//	restart-strategy.fixed-delay.attempts number of restarts, ≥ 0
+//	restart-strategy.fixed-delay.delay    a Go duration, e.g. 1s
+//
+// # Errors
+//
+// ErrInvalidArgument naming the key and the accepted values.
+func ParseRestart(conf map[string]string, def RestartStrategy) (RestartStrategy, error) {
+	r := def
+	switch s := conf["restart-strategy"]; s {
+	case "", "fixed-delay":
+	case "none":
+		return RestartStrategy{}, nil
+	default:
+		return r, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "config restart-strategy=%q: want none or fixed-delay", s)
+	}
+	if s, ok := conf["restart-strategy.fixed-delay.attempts"]; ok {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 || n > 1_000_000 {
+			return r, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "config restart-strategy.fixed-delay.attempts=%q: want a whole number from 0 to 1000000", s)
+		}
+		r.Attempts = n
+	}
+	if s, ok := conf["restart-strategy.fixed-delay.delay"]; ok {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 || d > 24*time.Hour {
+			return r, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "config restart-strategy.fixed-delay.delay=%q: want a duration such as 500ms or 10s, at most 24h", s)
+		}
+		r.Delay = d
+	}
+	return r, nil
+}

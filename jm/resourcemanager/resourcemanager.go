@@ -1,0 +1,323 @@
+// Package resourcemanager is the JobManager's ResourceManager: TaskManagers
+// register with it and heartbeat to it, and JobMasters get slots from it.
+//
+// The bookkeeping is the SlotManager, pure logic with time passed in; the
+// ResourceManager adds the lock, the heartbeat-timeout loop, slot requests
+// that wait for slots, and the callbacks that tell JobMasters about lost
+// TaskManagers. It must not import idl/kitex_gen (jm/rpc adapts it).
+package resourcemanager
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/rpcerr"
+)
+
+// Defaults for Config fields left zero.
+const (
+	DefaultHeartbeatInterval  = time.Second
+	DefaultHeartbeatTimeout   = 10 * time.Second
+	DefaultSlotRequestTimeout = 30 * time.Second
+)
+
+// Config configures a ResourceManager. Zero fields take their defaults.
+type Config struct {
+	// HeartbeatInterval is how often TaskManagers are told to heartbeat.
+	HeartbeatInterval time.Duration
+	// HeartbeatTimeout is how long a TaskManager may go without a
+	// heartbeat before it is declared dead.
+	HeartbeatTimeout time.Duration
+	// SlotRequestTimeout is how long RequestSlots waits for enough free
+	// slots before it fails with ErrNotEnoughSlots.
+	SlotRequestTimeout time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// OnLost is told, once per job, about allocations lost with a dead or
+	// restarted TaskManager. It is called from the ResourceManager's own
+	// goroutines without its lock held, and must not block for long.
+	OnLost func(Lost)
+	// FreeStale asks a TaskManager to free an allocation nobody holds any
+	// more. Nil means stale allocations are only counted, never freed.
+	FreeStale func(ctx context.Context, s Stale) error
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Registered is the answer to a registration.
+type Registered struct {
+	RegistrationID    string
+	HeartbeatInterval time.Duration
+	HeartbeatTimeout  time.Duration
+}
+
+// Overview is the cluster's resources at one moment.
+type Overview struct {
+	TaskManagers []TaskManagerInfo
+	SlotsTotal   int
+	SlotsFree    int
+}
+
+// ResourceManager owns the SlotManager. Its methods are safe for concurrent
+// use. Close stops its goroutines.
+//
+// Lock order: mu only; callbacks run without it.
+type ResourceManager struct {
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.Mutex
+	sm      *SlotManager
+	waiters []*waiter // slot requests waiting, oldest first
+	closed  bool
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once // closes stop
+}
+
+type waiter struct {
+	jobID string
+	n     int
+	got   chan []Slot // buffered(1): the slots, once allocated
+}
+
+// New returns a running ResourceManager.
+func New(cfg Config) *ResourceManager {
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if cfg.HeartbeatTimeout <= 0 {
+		cfg.HeartbeatTimeout = DefaultHeartbeatTimeout
+	}
+	if cfg.SlotRequestTimeout <= 0 {
+		cfg.SlotRequestTimeout = DefaultSlotRequestTimeout
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	rm := &ResourceManager{
+		cfg:  cfg,
+		log:  cfg.Logger,
+		sm:   NewSlotManager(cfg.HeartbeatTimeout, NewID),
+		stop: make(chan struct{}),
+	}
+	rm.wg.Add(1)
+	go rm.expireLoop()
+	return rm
+}
+
+// NewID returns a random 16-hex-digit id.
+func NewID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Close stops the heartbeat-timeout loop, fails waiting slot requests with
+// ErrUnavailable and waits for the ResourceManager's goroutines.
+func (rm *ResourceManager) Close() {
+	rm.once.Do(func() {
+		rm.mu.Lock()
+		rm.closed = true
+		close(rm.stop)
+		rm.mu.Unlock()
+	})
+	rm.wg.Wait()
+}
+
+// RegisterTaskManager registers a TaskManager (or re-registers one that
+// restarted or was declared dead).
+//
+// # Errors
+//
+// ErrInvalidArgument for a malformed registration; nothing changes then.
+func (rm *ResourceManager) RegisterTaskManager(ctx context.Context, r Registration) (Registered, error) {
+	rm.mu.Lock()
+	id, lost, stale, err := rm.sm.Register(r, rm.cfg.Now())
+	if err == nil {
+		rm.serveWaitersLocked()
+	}
+	rm.mu.Unlock()
+	if err != nil {
+		return Registered{}, err
+	}
+	rm.log.Info("task manager registered", "tm", r.ResourceID, "rpc", r.RPCAddress, "data", r.DataAddress, "slots", r.Slots, "registration", id)
+	rm.notify(lost)
+	rm.freeStale(stale)
+	return Registered{RegistrationID: id, HeartbeatInterval: rm.cfg.HeartbeatInterval, HeartbeatTimeout: rm.cfg.HeartbeatTimeout}, nil
+}
+
+// Heartbeat records a TaskManager's heartbeat. known=false tells it to
+// register again.
+func (rm *ResourceManager) Heartbeat(ctx context.Context, h Heartbeat) (known bool, err error) {
+	rm.mu.Lock()
+	known, stale := rm.sm.Heartbeat(h, rm.cfg.Now())
+	if known {
+		rm.serveWaitersLocked() // a report may show stale allocations gone
+	}
+	rm.mu.Unlock()
+	if !known {
+		rm.log.Info("heartbeat from unknown registration: asking the task manager to register again", "tm", h.ResourceID, "registration", h.RegistrationID)
+	}
+	rm.freeStale(stale)
+	return known, nil
+}
+
+// RequestSlots allocates n slots for job, spread across TaskManagers. When
+// fewer are free it waits, oldest request first, up to the slot request
+// timeout.
+//
+// # Errors
+//
+//   - ErrNotEnoughSlots, "not enough slots: need N, free M", when the
+//     timeout passes first.
+//   - ErrInvalidArgument for n < 1.
+//   - ctx's error when it ends first; ErrUnavailable when the
+//     ResourceManager closes.
+func (rm *ResourceManager) RequestSlots(ctx context.Context, jobID string, n int) ([]Slot, error) {
+	rm.mu.Lock()
+	slots, err := rm.sm.Allocate(jobID, n)
+	if err == nil || !errors.Is(err, rpcerr.ErrNotEnoughSlots) {
+		rm.mu.Unlock()
+		if err == nil {
+			rm.log.Info("slots allocated", "job", jobID, "slots", n)
+		}
+		return slots, err
+	}
+	w := &waiter{jobID: jobID, n: n, got: make(chan []Slot, 1)}
+	rm.waiters = append(rm.waiters, w)
+	rm.mu.Unlock()
+	rm.log.Info("waiting for slots", "job", jobID, "need", n, "timeout", rm.cfg.SlotRequestTimeout)
+
+	t := time.NewTimer(rm.cfg.SlotRequestTimeout)
+	defer t.Stop()
+	var cause error
+	select {
+	case s := <-w.got:
+		rm.log.Info("slots allocated", "job", jobID, "slots", n)
+		return s, nil
+	case <-t.C:
+	case <-ctx.Done():
+		cause = fmt.Errorf("request %d slots for job %s: %w", n, jobID, ctx.Err())
+	case <-rm.stop:
+		cause = rpcerr.Errorf(rpcerr.ErrUnavailable, "request %d slots for job %s: the resource manager is shutting down", n, jobID)
+	}
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	rm.waiters = slices.DeleteFunc(rm.waiters, func(x *waiter) bool { return x == w })
+	select {
+	case s := <-w.got: // allocated as we gave up: hand them back
+		rm.sm.Release(allocationIDs(s)...)
+		rm.serveWaitersLocked()
+	default:
+	}
+	if cause != nil {
+		return nil, cause
+	}
+	return nil, rpcerr.NotEnoughSlots(n, rm.sm.Free())
+}
+
+// serveWaitersLocked gives free slots to waiting requests, oldest first. A
+// request that cannot be met does not hold up smaller ones behind it.
+func (rm *ResourceManager) serveWaitersLocked() {
+	rm.waiters = slices.DeleteFunc(rm.waiters, func(w *waiter) bool {
+		s, err := rm.sm.Allocate(w.jobID, w.n)
+		if err != nil {
+			return false
+		}
+		w.got <- s
+		return true
+	})
+}
+
+// ReleaseSlots returns allocations to the pool. The caller frees them on
+// the TaskManagers. Unknown ids are ignored.
+func (rm *ResourceManager) ReleaseSlots(allocationIDs ...string) {
+	rm.mu.Lock()
+	rm.sm.Release(allocationIDs...)
+	rm.serveWaitersLocked()
+	rm.mu.Unlock()
+}
+
+// Overview describes the cluster's TaskManagers and slots.
+func (rm *ResourceManager) Overview() Overview {
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	return Overview{TaskManagers: rm.sm.TaskManagers(), SlotsTotal: rm.sm.Total(), SlotsFree: rm.sm.Free()}
+}
+
+// expireLoop declares TaskManagers dead when their heartbeats stop.
+func (rm *ResourceManager) expireLoop() {
+	defer rm.wg.Done()
+	// Check often enough that a death is noticed within a small fraction of
+	// the timeout after it.
+	period := min(rm.cfg.HeartbeatInterval, rm.cfg.HeartbeatTimeout/4)
+	period = max(period, time.Millisecond)
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-rm.stop:
+			return
+		case <-t.C:
+		}
+		rm.mu.Lock()
+		dead, lost := rm.sm.Expire(rm.cfg.Now())
+		rm.mu.Unlock()
+		for _, id := range dead {
+			rm.log.Warn("task manager missed its heartbeats: declared dead", "tm", id, "timeout", rm.cfg.HeartbeatTimeout)
+		}
+		rm.notify(lost)
+	}
+}
+
+func (rm *ResourceManager) notify(lost []Lost) {
+	for _, l := range lost {
+		rm.log.Warn("allocations lost with task manager", "tm", l.ResourceID, "job", l.JobID, "allocations", len(l.Allocations), "reason", l.Reason)
+		if rm.cfg.OnLost != nil {
+			rm.cfg.OnLost(l)
+		}
+	}
+}
+
+func (rm *ResourceManager) freeStale(stale []Stale) {
+	if rm.cfg.FreeStale == nil || len(stale) == 0 {
+		return
+	}
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	if rm.closed {
+		return
+	}
+	rm.wg.Add(1)
+	go func() {
+		defer rm.wg.Done()
+		for _, s := range stale {
+			ctx, cancel := context.WithTimeout(context.Background(), rm.cfg.HeartbeatTimeout)
+			err := rm.cfg.FreeStale(ctx, s)
+			cancel()
+			if err != nil {
+				rm.log.Warn("could not free stale allocation", "tm_address", s.RPCAddress, "allocation", s.AllocationID, "err", err)
+			}
+		}
+	}()
+}
+
+func allocationIDs(s []Slot) []string {
+	out := make([]string, len(s))
+	for i := range s {
+		out[i] = s[i].AllocationID
+	}
+	return out
+}

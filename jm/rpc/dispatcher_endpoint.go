@@ -1,0 +1,116 @@
+package rpc
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/dispatcher"
+	"github.com/sluicehq/sluice/internal/rpcerr"
+	dsp "github.com/sluicehq/sluice/jm/dispatcher"
+)
+
+// DispatcherEndpoint serves the Dispatcher service.
+type DispatcherEndpoint struct {
+	D    *dsp.Dispatcher
+	Auth Auth
+}
+
+var _ dispatcher.Dispatcher = (*DispatcherEndpoint)(nil)
+
+// UploadModule stores a module.
+func (e *DispatcherEndpoint) UploadModule(ctx context.Context, req *dispatcher.UploadModuleRequest) (*dispatcher.UploadModuleResponse, error) {
+	tenant, err := e.Auth.Client(ctx)
+	if err != nil {
+		return nil, rpcerr.ToWire(err)
+	}
+	if req == nil {
+		return nil, rpcerr.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "upload module: no request"))
+	}
+	digest, size, err := e.D.UploadModule(ctx, tenant, req.GetModule())
+	if err != nil {
+		return nil, rpcerr.ToWire(err)
+	}
+	return &dispatcher.UploadModuleResponse{Digest: digest, Size: size}, nil
+}
+
+// SubmitJob starts a job.
+func (e *DispatcherEndpoint) SubmitJob(ctx context.Context, req *dispatcher.SubmitJobRequest) (*dispatcher.SubmitJobResponse, error) {
+	tenant, err := e.Auth.Client(ctx)
+	if err != nil {
+		return nil, rpcerr.ToWire(err)
+	}
+	if req == nil {
+		return nil, rpcerr.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "submit job: no request"))
+	}
+	id, err := e.D.SubmitJob(ctx, tenant, dsp.Submission{
+		ModuleDigest: req.GetModuleDigest(),
+		Args:         req.GetArgs_(),
+		Parallelism:  int(req.GetParallelism()),
+		Config:       req.GetConfig(),
+		Name:         req.GetName(),
+	})
+	if err != nil {
+		return nil, rpcerr.ToWire(err)
+	}
+	return &dispatcher.SubmitJobResponse{JobId: id}, nil
+}
+
+// ListJobs lists the tenant's jobs.
+func (e *DispatcherEndpoint) ListJobs(ctx context.Context) (*dispatcher.ListJobsResponse, error) {
+	tenant, err := e.Auth.Client(ctx)
+	if err != nil {
+		return nil, rpcerr.ToWire(err)
+	}
+	resp := &dispatcher.ListJobsResponse{Jobs: []*dispatcher.JobSummary{}}
+	for _, d := range e.D.ListJobs(ctx, tenant) {
+		resp.Jobs = append(resp.Jobs, summaryToWire(d))
+	}
+	return resp, nil
+}
+
+// GetJob returns a job's details.
+func (e *DispatcherEndpoint) GetJob(ctx context.Context, jobID string) (*dispatcher.JobDetails, error) {
+	tenant, err := e.Auth.Client(ctx)
+	if err != nil {
+		return nil, rpcerr.ToWire(err)
+	}
+	d, err := e.D.GetJob(ctx, tenant, jobID)
+	if err != nil {
+		return nil, rpcerr.ToWire(err)
+	}
+	return detailsToWire(d), nil
+}
+
+// CancelJob asks a job to cancel.
+func (e *DispatcherEndpoint) CancelJob(ctx context.Context, jobID string) error {
+	tenant, err := e.Auth.Client(ctx)
+	if err != nil {
+		return rpcerr.ToWire(err)
+	}
+	return rpcerr.ToWire(e.D.CancelJob(ctx, tenant, jobID))
+}
+
+// WaitJob waits for a job to end, up to the request's timeout.
+func (e *DispatcherEndpoint) WaitJob(ctx context.Context, req *dispatcher.WaitJobRequest) (*dispatcher.JobResult_, error) {
+	tenant, err := e.Auth.Client(ctx)
+	if err != nil {
+		return nil, rpcerr.ToWire(err)
+	}
+	if req == nil || req.GetTimeoutMs() < 0 {
+		return nil, rpcerr.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "wait job: timeout_ms must be 0 or more"))
+	}
+	r, err := e.D.WaitJob(ctx, tenant, req.GetJobId(), time.Duration(req.GetTimeoutMs())*time.Millisecond)
+	if err != nil {
+		return nil, rpcerr.ToWire(err)
+	}
+	return resultToWire(r), nil
+}
+
+// Overview describes the cluster.
+func (e *DispatcherEndpoint) Overview(ctx context.Context) (*dispatcher.ClusterOverview, error) {
+	tenant, err := e.Auth.Client(ctx)
+	if err != nil {
+		return nil, rpcerr.ToWire(err)
+	}
+	return overviewToWire(e.D.Overview(ctx, tenant)), nil
+}

@@ -1,0 +1,221 @@
+package jm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/blob"
+	"github.com/sluicehq/sluice/internal/rpcserver"
+	"github.com/sluicehq/sluice/jm/dispatcher"
+	"github.com/sluicehq/sluice/jm/jobmaster"
+	"github.com/sluicehq/sluice/jm/resourcemanager"
+	"github.com/sluicehq/sluice/jm/rpc"
+	"github.com/sluicehq/sluice/wasmhost"
+)
+
+// Config configures a JobManager. Blob is required; every other zero field
+// takes its default.
+type Config struct {
+	// ListenAddr is the Kitex address, host:port; port 0 picks one. Empty
+	// means "127.0.0.1:0".
+	ListenAddr string
+	// AdvertiseAddr is the address tasks use to reach the JobManager. Empty
+	// means the bound address, with the host name in place of an
+	// unspecified host (0.0.0.0, ::).
+	AdvertiseAddr string
+
+	// Blob stores modules, inputs and results.
+	Blob blob.Store
+	// Runtime compiles modules and runs their plans. Nil means New creates
+	// one (without an on-disk cache) and Close closes it.
+	Runtime *wasmhost.Runtime
+	// PlanLimits bound the sandbox a module's plan runs in.
+	PlanLimits wasmhost.Limits
+	// Planner replaces Runtime, for tests.
+	Planner dispatcher.Planner
+
+	// HeartbeatInterval and HeartbeatTimeout: how often TaskManagers
+	// heartbeat, and how long one may stay silent before it is declared
+	// dead (defaults 1s and 10s).
+	HeartbeatInterval time.Duration
+	HeartbeatTimeout  time.Duration
+	// SlotRequestTimeout is how long a job waits for enough free slots
+	// before it fails with "not enough slots: need N, free M" (default 30s).
+	SlotRequestTimeout time.Duration
+	// Restart is the fixed-delay restart strategy of jobs that set none in
+	// their config (default: no restarts).
+	Restart jobmaster.RestartStrategy
+
+	ModuleSizeLimit     int64         // default 64 MiB
+	DefaultParallelism  int           // default 1
+	MaxParallelismLimit int           // most key groups a job may declare; default 32768
+	MaxJobSlots         int           // most slots one job may need; 0 means no limit
+	Retention           time.Duration // how long ended jobs stay queryable; default 1h
+	SplitSize           int64         // input split size; default 4 MiB
+	CancelTimeout       time.Duration // how long canceling waits for tasks; default 10s
+	RPCTimeout          time.Duration // each call to a TaskManager; default 10s
+
+	// MaxFrameSize bounds one RPC message; default the larger of
+	// rpcserver.DefaultMaxFrameSize and ModuleSizeLimit + 1 MiB.
+	MaxFrameSize int
+	// Auth authenticates calls; nil means rpc.OpenAuth (every client is the
+	// default tenant).
+	Auth rpc.Auth
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is a running JobManager: the Dispatcher, ResourceManager and every
+// JobMaster, served on one Kitex port.
+type Server struct {
+	cfg       Config
+	log       *slog.Logger
+	rm        *resourcemanager.ResourceManager
+	d         *dispatcher.Dispatcher
+	srv       *rpcserver.Server
+	ownRT     *wasmhost.Runtime
+	advertise atomic.Value // string; set once the server is bound
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New starts a JobManager and returns once it serves.
+//
+// # Errors
+//
+// A missing blob store, a listen error, or a wasm runtime that cannot start.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.Blob == nil {
+		return nil, errors.New("jobmanager: no blob store")
+	}
+	if cfg.ModuleSizeLimit <= 0 {
+		cfg.ModuleSizeLimit = dispatcher.DefaultModuleSizeLimit
+	}
+	if cfg.MaxFrameSize <= 0 {
+		cfg.MaxFrameSize = max(rpcserver.DefaultMaxFrameSize, int(cfg.ModuleSizeLimit)+1<<20)
+	}
+	if cfg.RPCTimeout <= 0 {
+		cfg.RPCTimeout = jobmaster.DefaultRPCTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger}
+	planner := cfg.Planner
+	if planner == nil {
+		rt := cfg.Runtime
+		if rt == nil {
+			var err error
+			rt, err = wasmhost.NewRuntime(ctx, wasmhost.NewRuntimeConfig().WithMaxModuleBytes(int(cfg.ModuleSizeLimit)).WithLogger(cfg.Logger))
+			if err != nil {
+				return nil, fmt.Errorf("jobmanager: wasm runtime: %w", err)
+			}
+			s.ownRT = rt
+		}
+		planner = wasmPlanner{rt: rt, lim: cfg.PlanLimits}
+	}
+	gw := rpc.NewTaskExecutors(rpcserver.ClientConfig{MaxFrameSize: cfg.MaxFrameSize, RPCTimeout: cfg.RPCTimeout})
+	s.rm = resourcemanager.New(resourcemanager.Config{
+		HeartbeatInterval:  cfg.HeartbeatInterval,
+		HeartbeatTimeout:   cfg.HeartbeatTimeout,
+		SlotRequestTimeout: cfg.SlotRequestTimeout,
+		// Set below, before the server (and so any registration) starts.
+		OnLost:    func(l resourcemanager.Lost) { s.d.TaskManagerLost(l) },
+		FreeStale: gw.FreeStale,
+		Logger:    cfg.Logger.With("component", "resourcemanager"),
+	})
+	d, err := dispatcher.New(dispatcher.Config{
+		Blob:                cfg.Blob,
+		Planner:             planner,
+		Resources:           s.rm,
+		Gateway:             gw,
+		Address:             func() string { a, _ := s.advertise.Load().(string); return a },
+		ModuleSizeLimit:     cfg.ModuleSizeLimit,
+		DefaultParallelism:  cfg.DefaultParallelism,
+		MaxParallelismLimit: cfg.MaxParallelismLimit,
+		MaxJobSlots:         cfg.MaxJobSlots,
+		Restart:             cfg.Restart,
+		Retention:           cfg.Retention,
+		SplitSize:           cfg.SplitSize,
+		CancelTimeout:       cfg.CancelTimeout,
+		RPCTimeout:          cfg.RPCTimeout,
+		Logger:              cfg.Logger,
+	})
+	if err != nil {
+		s.rm.Close()
+		s.closeRuntime(ctx)
+		return nil, fmt.Errorf("jobmanager: %w", err)
+	}
+	s.d = d
+	srv, err := rpcserver.Start(ctx, rpcserver.Config{
+		Addr:         cfg.ListenAddr,
+		MaxFrameSize: cfg.MaxFrameSize,
+		Logger:       cfg.Logger,
+	}, rpc.Services(d, s.rm, cfg.Auth)...)
+	if err != nil {
+		d.Close()
+		s.rm.Close()
+		s.closeRuntime(ctx)
+		return nil, fmt.Errorf("jobmanager: %w", err)
+	}
+	s.srv = srv
+	adv := advertised(cfg.AdvertiseAddr, srv.Addr())
+	s.advertise.Store(adv)
+	s.log.Info("jobmanager serving", "addr", srv.Addr(), "advertise", adv)
+	return s, nil
+}
+
+// advertised picks the address tasks reach the JobManager at.
+func advertised(configured, bound string) string {
+	if configured != "" {
+		return configured
+	}
+	host, port, err := net.SplitHostPort(bound)
+	if err != nil {
+		return bound
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if h, err := os.Hostname(); err == nil {
+			return net.JoinHostPort(h, port)
+		}
+	}
+	return bound
+}
+
+// Addr returns the address the JobManager is bound to, host:port.
+func (s *Server) Addr() string { return s.srv.Addr() }
+
+// Dispatcher returns the Dispatcher, for in-process use (tests, embedded
+// tools); clients use the Dispatcher service.
+func (s *Server) Dispatcher() *dispatcher.Dispatcher { return s.d }
+
+// ResourceManager returns the ResourceManager, for in-process use.
+func (s *Server) ResourceManager() *resourcemanager.ResourceManager { return s.rm }
+
+// Close stops the JobManager: live jobs are suspended (their tasks canceled
+// and slots freed, best effort), then the server and the ResourceManager
+// stop. It is safe to call more than once.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.d.Close()
+		s.closeErr = s.srv.Close()
+		s.rm.Close()
+		s.closeRuntime(context.Background())
+	})
+	return s.closeErr
+}
+
+func (s *Server) closeRuntime(ctx context.Context) {
+	if s.ownRT != nil {
+		if err := s.ownRT.Close(ctx); err != nil {
+			s.log.Warn("close wasm runtime", "err", err)
+		}
+	}
+}

@@ -1,0 +1,16 @@
+// Package task runs one deployed task: a chain of operators executing as
+// one unit, from its input (a host text source, a guest source, or the
+// exchange's input gates) through one wasmhost instance running the chain's
+// guest operators, to its output (the host collect sink, or the exchange's
+// result writers).
+//
+//	inputs ──▶ [host text source] ──▶ guest operators (one instance) ──▶ [host collect sink]
+//	 (splits, gates, or a guest source)                                   or result writers
+//
+// Run is the whole life of a task: open, run, end of input, finish, close.
+// It returns when the task FINISHED (nil error), was canceled (an error
+// wrapping context.Canceled), or FAILED (the error; a guest failure is a
+// *wasmhost.GuestError).
+//
+// It must not import jm or idl/kitex_gen; tm/executor drives it.
+package task

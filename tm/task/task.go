@@ -1,0 +1,594 @@
+package task
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/blob"
+	"github.com/sluicehq/sluice/internal/abi"
+	"github.com/sluicehq/sluice/internal/jobgraph"
+	"github.com/sluicehq/sluice/tm/exchange"
+	"github.com/sluicehq/sluice/wasmhost"
+)
+
+// Spec is one deployed task: which chain it runs, as which subtask, and
+// where its records come from and go to.
+type Spec struct {
+	ExecutionID  string
+	JobID        string
+	Tenant       string
+	ModuleDigest string
+	Args         []string
+	// Chain is the whole chain in order, including host connector vertices:
+	// a text source at the head and/or a collect sink at the tail, with the
+	// guest operators (possibly none) between.
+	Chain []jobgraph.Vertex
+	// Subtask of Parallelism; MaxParallelism is the job's number of key
+	// groups (0 means jobgraph.DefaultMaxParallelism).
+	Subtask, Parallelism, MaxParallelism int
+	// Inputs feed the chain's head when it is not a source. Run fills in
+	// ConsumerSubtask.
+	Inputs []exchange.InputSpec
+	// Outputs receive the chain tail's records (each record goes to every
+	// output) when the tail is not a collect sink. Run fills in
+	// ProducerSubtask and a zero MaxParallelism.
+	Outputs []exchange.OutputSpec
+	Config  map[string]string
+}
+
+// ModuleSource gives the compiled module of a tenant by digest (fetched
+// from the blob store, verified, compiled and cached).
+type ModuleSource interface {
+	Module(ctx context.Context, tenant, digest string) (*wasmhost.Module, error)
+}
+
+// SplitSource hands a text-source task its input splits, one at a time;
+// done reports that there are no more.
+type SplitSource interface {
+	NextSplit(ctx context.Context) (split Split, done bool, err error)
+}
+
+// Deps are the TaskManager services a task uses.
+type Deps struct {
+	Runtime *wasmhost.Runtime
+	Modules ModuleSource
+	// Splits is required when the chain's head is a text source.
+	Splits SplitSource
+	// Blob holds the objects splits refer to.
+	Blob     blob.Store
+	Exchange *exchange.Manager
+	Logger   *slog.Logger
+	// OnRunning, when set, is called once the task is open: inputs
+	// registered, guest instance open, outputs connected.
+	OnRunning func()
+	// Limits bound the guest instance; zero fields take wasmhost's
+	// defaults.
+	Limits wasmhost.Limits
+}
+
+// Result is what a FINISHED task hands back.
+type Result struct {
+	// Accumulators are the guest's counters.
+	Accumulators map[string]int64
+	// Collected are the values of the records that reached a collect sink,
+	// copied, in the order they arrived.
+	Collected [][]byte
+}
+
+const (
+	// batchRecords and batchBytes bound one batch of source lines handed
+	// to the guest.
+	batchRecords = 1024
+	batchBytes   = 32 << 10
+	// sourcePollMax is how many records a guest source may produce per
+	// poll.
+	sourcePollMax = 1024
+	// MaxCollectBytes bounds what one task's collect sink keeps: the
+	// collect sink is for small results that travel back with the job
+	// result; large outputs belong in a file sink.
+	MaxCollectBytes = 64 << 20
+	// closeTimeout bounds the cleanup calls made after the task's context
+	// ended.
+	closeTimeout = 5 * time.Second
+)
+
+// ErrCollectTooLarge is the failure of a task whose collect sink received
+// more than MaxCollectBytes.
+var ErrCollectTooLarge = errors.New("collected results too large")
+
+// task is the state of one Run.
+type task struct {
+	spec Spec
+	deps Deps
+	log  *slog.Logger
+
+	textHead   bool
+	collectEnd bool
+	guest      []jobgraph.Vertex
+
+	inst    *wasmhost.Instance
+	gates   []*exchange.InputGate
+	writers []*exchange.ResultWriter
+
+	collected [][]byte
+	collBytes int
+	emitCtx   context.Context
+}
+
+// Run runs the task spec describes until it finishes, fails or ctx ends.
+//
+// # Errors
+//
+// An error wrapping context.Canceled (or the context's other error) when
+// ctx ended; a *wasmhost.GuestError as the guest failed; otherwise what
+// went wrong, wrapped with the task's execution id (an invalid spec, a
+// module that cannot be fetched, an input or output that cannot be opened,
+// a split that cannot be read).
+func Run(ctx context.Context, spec Spec, deps Deps) (res Result, err error) {
+	t := &task{spec: spec, deps: deps, emitCtx: ctx}
+	log := deps.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	t.log = log.With("job", spec.JobID, "task", spec.ExecutionID, "tenant", spec.Tenant, "subtask", spec.Subtask)
+	defer func() {
+		if err != nil && ctx.Err() != nil {
+			// Whatever broke first, the task was canceled.
+			if !errors.Is(err, ctx.Err()) {
+				err = fmt.Errorf("task %s: %w (while: %v)", spec.ExecutionID, ctx.Err(), err)
+			}
+		}
+	}()
+	if err := t.validate(); err != nil {
+		return Result{}, fmt.Errorf("task %s: %w", spec.ExecutionID, err)
+	}
+	defer t.cleanup(ctx)
+	if err := t.open(ctx); err != nil {
+		return Result{}, err
+	}
+	if deps.OnRunning != nil {
+		deps.OnRunning()
+	}
+	if err := t.run(ctx); err != nil {
+		return Result{}, err
+	}
+	if err := t.finish(ctx); err != nil {
+		return Result{}, err
+	}
+	res.Collected = t.collected
+	if t.inst != nil {
+		res.Accumulators = t.inst.Counters()
+	} else {
+		res.Accumulators = map[string]int64{}
+	}
+	return res, nil
+}
+
+func (t *task) validate() error {
+	s := t.spec
+	if len(s.Chain) == 0 {
+		return errors.New("empty chain")
+	}
+	for i, v := range s.Chain {
+		switch {
+		case v.Connector == "":
+			t.guest = append(t.guest, v)
+		case v.Connector == jobgraph.ConnectorText && i == 0:
+			t.textHead = true
+		case v.Connector == jobgraph.ConnectorCollect && i == len(s.Chain)-1:
+			t.collectEnd = true
+		default:
+			return fmt.Errorf("vertex %d (%s): connector %q is not supported at position %d of the chain by this task runtime", v.ID, v.Name, v.Connector, i)
+		}
+	}
+	switch {
+	case s.Parallelism < 1 || s.Subtask < 0 || s.Subtask >= s.Parallelism:
+		return fmt.Errorf("subtask %d of parallelism %d", s.Subtask, s.Parallelism)
+	case t.textHead && (t.deps.Splits == nil || t.deps.Blob == nil):
+		return errors.New("a text source needs Deps.Splits and Deps.Blob")
+	case t.textHead && len(s.Inputs) > 0:
+		return errors.New("a text source task has inputs")
+	case !t.textHead && !t.guestSource() && len(s.Inputs) == 0:
+		return errors.New("the chain's head is not a source and the task has no inputs")
+	case t.collectEnd && len(s.Outputs) > 0:
+		return errors.New("a collect sink task has outputs")
+	case len(s.Inputs)+len(s.Outputs) > 0 && t.deps.Exchange == nil:
+		return errors.New("inputs or outputs need Deps.Exchange")
+	case len(t.guest) > 0 && t.deps.Modules == nil:
+		return errors.New("guest operators need Deps.Modules")
+	case len(t.guest) == 0 && !t.collectEnd && len(s.Outputs) == 0:
+		return errors.New("the chain has no guest operators and nowhere to send records")
+	}
+	if !t.collectEnd && len(s.Outputs) == 0 && len(t.guest) > 0 {
+		if tail := t.guest[len(t.guest)-1]; tail.Kind != jobgraph.KindSink {
+			return fmt.Errorf("vertex %d (%s) ends the chain but the task has no outputs", tail.ID, tail.Name)
+		}
+	}
+	return nil
+}
+
+func (t *task) guestSource() bool {
+	return !t.textHead && len(t.guest) > 0 && t.guest[0].Kind == jobgraph.KindSource
+}
+
+func (t *task) name() string {
+	names := make([]string, len(t.spec.Chain))
+	for i, v := range t.spec.Chain {
+		names[i] = v.Name
+	}
+	return fmt.Sprintf("%s (%d/%d)", strings.Join(names, " -> "), t.spec.Subtask+1, t.spec.Parallelism)
+}
+
+// open registers the inputs (first, so upstream producers can connect),
+// starts the guest and connects the outputs.
+func (t *task) open(ctx context.Context) error {
+	id := t.spec.ExecutionID
+	for _, in := range t.spec.Inputs {
+		in.ConsumerSubtask = t.spec.Subtask
+		g, err := t.deps.Exchange.OpenInput(ctx, in)
+		if err != nil {
+			return fmt.Errorf("task %s: %w", id, err)
+		}
+		t.gates = append(t.gates, g)
+	}
+	if len(t.guest) > 0 {
+		mod, err := t.deps.Modules.Module(ctx, t.spec.Tenant, t.spec.ModuleDigest)
+		if err != nil {
+			return fmt.Errorf("task %s: module %s: %w", id, t.spec.ModuleDigest, err)
+		}
+		var emit func([]abi.Record) error
+		if t.collectEnd || len(t.spec.Outputs) > 0 {
+			emit = t.emit
+		}
+		inst, err := mod.Instantiate(ctx, wasmhost.TaskConfig{
+			JobID:          t.spec.JobID,
+			TaskName:       t.name(),
+			Chain:          t.guest,
+			Subtask:        t.spec.Subtask,
+			Parallelism:    t.spec.Parallelism,
+			MaxParallelism: t.spec.MaxParallelism,
+			Args:           t.spec.Args,
+			Emit:           emit,
+			Logger:         t.log,
+			Limits:         t.deps.Limits,
+		})
+		if err != nil {
+			return err
+		}
+		t.inst = inst
+		if err := inst.Open(ctx); err != nil {
+			return err
+		}
+	}
+	for _, out := range t.spec.Outputs {
+		out.ProducerSubtask = t.spec.Subtask
+		if out.MaxParallelism == 0 {
+			out.MaxParallelism = t.spec.MaxParallelism
+		}
+		w, err := t.deps.Exchange.OpenOutput(ctx, out)
+		if err != nil {
+			return fmt.Errorf("task %s: %w", id, err)
+		}
+		t.writers = append(t.writers, w)
+	}
+	return nil
+}
+
+// emit takes the chain tail's output: into the collect sink, or to every
+// output. recs are valid only during the call.
+func (t *task) emit(recs []abi.Record) error {
+	if t.collectEnd {
+		for i := range recs {
+			t.collBytes += len(recs[i].Value)
+			if t.collBytes > MaxCollectBytes {
+				return fmt.Errorf("%w: the collect sink of task %s received more than %d bytes; write large results with a file sink", ErrCollectTooLarge, t.spec.ExecutionID, MaxCollectBytes)
+			}
+			t.collected = append(t.collected, append([]byte(nil), recs[i].Value...))
+		}
+		return nil
+	}
+	for _, w := range t.writers {
+		if err := w.Write(t.emitCtx, recs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// process hands one batch to the chain's head.
+func (t *task) process(ctx context.Context, recs []abi.Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	if t.inst == nil {
+		return t.emit(recs)
+	}
+	if err := t.inst.Process(ctx, recs); err != nil {
+		return err
+	}
+	return t.fireDueTimers(ctx)
+}
+
+func (t *task) fireDueTimers(ctx context.Context) error {
+	if t.inst == nil {
+		return nil
+	}
+	at, ok := t.inst.NextTimer()
+	if !ok {
+		return nil
+	}
+	if now := time.Now().UnixMilli(); now >= at {
+		return t.inst.FireTimers(ctx, now)
+	}
+	return nil
+}
+
+// timerWait returns how long until the next timer is due, or false.
+func (t *task) timerWait() (time.Duration, bool) {
+	if t.inst == nil {
+		return 0, false
+	}
+	at, ok := t.inst.NextTimer()
+	if !ok {
+		return 0, false
+	}
+	return max(time.Until(time.UnixMilli(at)), 0), true
+}
+
+func (t *task) run(ctx context.Context) error {
+	switch {
+	case t.textHead:
+		return t.runText(ctx)
+	case t.guestSource():
+		return t.runGuestSource(ctx)
+	case len(t.gates) == 1:
+		return t.runGate(ctx, t.gates[0])
+	default:
+		return t.runGates(ctx)
+	}
+}
+
+// runText reads the splits the JobMaster hands out, line by line, in
+// batches.
+func (t *task) runText(ctx context.Context) error {
+	var b lineBatch
+	flush := func() error {
+		err := t.process(ctx, b.recs)
+		b.reset()
+		return err
+	}
+	for {
+		sp, done, err := t.deps.Splits.NextSplit(ctx)
+		if err != nil {
+			return fmt.Errorf("task %s: next split: %w", t.spec.ExecutionID, err)
+		}
+		if done {
+			return flush()
+		}
+		err = readSplit(ctx, t.deps.Blob, sp, func(line []byte) error {
+			b.add(line)
+			if len(b.recs) >= batchRecords || len(b.arena) >= batchBytes {
+				return flush()
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("task %s: split %s@%d+%d: %w", t.spec.ExecutionID, sp.Key, sp.Offset, sp.Length, err)
+		}
+	}
+}
+
+// lineBatch gathers lines as records; the records alias arena until reset.
+type lineBatch struct {
+	arena []byte
+	recs  []abi.Record
+}
+
+func (b *lineBatch) add(line []byte) {
+	start := len(b.arena)
+	b.arena = append(b.arena, line...)
+	b.recs = append(b.recs, abi.Record{})
+	// Set after appending: arena may have moved.
+	b.recs[len(b.recs)-1].Value = b.arena[start:len(b.arena):len(b.arena)]
+}
+
+func (b *lineBatch) reset() {
+	// Records handed out earlier may still point into an old arena array;
+	// they were consumed synchronously, so reusing it is safe.
+	b.arena = b.arena[:0]
+	clear(b.recs)
+	b.recs = b.recs[:0]
+}
+
+func (t *task) runGuestSource(ctx context.Context) error {
+	for {
+		done, err := t.inst.SourcePoll(ctx, sourcePollMax)
+		if err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+		if err := t.fireDueTimers(ctx); err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+// next reads g, waking up for due timers.
+func (t *task) next(ctx context.Context, g *exchange.InputGate) (exchange.Batch, error) {
+	for {
+		wait, ok := t.timerWait()
+		if !ok {
+			return g.Next(ctx)
+		}
+		if wait == 0 {
+			if err := t.fireDueTimers(ctx); err != nil {
+				return exchange.Batch{}, err
+			}
+			continue
+		}
+		tctx, cancel := context.WithTimeout(ctx, wait)
+		b, err := g.Next(tctx)
+		cancel()
+		if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			continue // a timer is due
+		}
+		return b, err
+	}
+}
+
+func (t *task) runGate(ctx context.Context, g *exchange.InputGate) error {
+	for {
+		b, err := t.next(ctx, g)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("task %s: %w", t.spec.ExecutionID, err)
+		}
+		if err := t.handle(ctx, b); err != nil {
+			return err
+		}
+	}
+}
+
+func (t *task) handle(ctx context.Context, b exchange.Batch) error {
+	if b.IsEvent() {
+		// Barrier alignment and snapshots come with checkpointing; until
+		// then barriers pass unaligned and END_OF_PARTITION is counted by
+		// the gate.
+		if b.Event.Type == exchange.CheckpointBarrier {
+			t.log.Debug("checkpoint barrier reached the task", "checkpoint", b.Event.CheckpointID, "producer", b.Producer)
+		}
+		return nil
+	}
+	return t.process(ctx, b.Records)
+}
+
+// inputMsg is one element of one of several gates. The gate's reader waits
+// for ack before reading on, because the records alias the gate's buffer.
+type inputMsg struct {
+	b   exchange.Batch
+	err error
+	ack chan struct{}
+}
+
+// runGates merges several inputs: one reader goroutine per gate hands
+// elements to this goroutine, which runs the guest.
+func (t *task) runGates(ctx context.Context) error {
+	rctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	msgs := make(chan inputMsg)
+	for _, g := range t.gates {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ack := make(chan struct{})
+			for {
+				b, err := g.Next(rctx)
+				select {
+				case msgs <- inputMsg{b: b, err: err, ack: ack}:
+				case <-rctx.Done():
+					return
+				}
+				if err != nil {
+					return
+				}
+				select {
+				case <-ack:
+				case <-rctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	open := len(t.gates)
+	var timer *time.Timer
+	for open > 0 {
+		var fire <-chan time.Time
+		if wait, ok := t.timerWait(); ok {
+			if timer == nil {
+				timer = time.NewTimer(wait)
+				defer timer.Stop()
+			} else {
+				timer.Reset(wait)
+			}
+			fire = timer.C
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-fire:
+			if err := t.fireDueTimers(ctx); err != nil {
+				return err
+			}
+		case m := <-msgs:
+			if m.err == io.EOF {
+				open--
+				continue
+			}
+			if m.err != nil {
+				return fmt.Errorf("task %s: %w", t.spec.ExecutionID, m.err)
+			}
+			if err := t.handle(ctx, m.b); err != nil {
+				return err
+			}
+			m.ack <- struct{}{}
+		}
+	}
+	return nil
+}
+
+// finish ends the input, then flushes the outputs and sends
+// END_OF_PARTITION on them.
+func (t *task) finish(ctx context.Context) error {
+	if t.inst != nil {
+		if err := t.inst.EndInput(ctx); err != nil {
+			return err
+		}
+	}
+	for _, w := range t.writers {
+		if err := w.Finish(ctx); err != nil {
+			return fmt.Errorf("task %s: %w", t.spec.ExecutionID, err)
+		}
+	}
+	if t.inst != nil {
+		err := t.inst.Close(ctx)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cleanup releases everything, on every path. Writers that did not finish
+// abort their channels, so downstream tasks fail rather than wait.
+func (t *task) cleanup(ctx context.Context) {
+	for _, w := range t.writers {
+		w.Close()
+	}
+	for _, g := range t.gates {
+		g.Close()
+	}
+	if t.inst != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+		defer cancel()
+		if err := t.inst.Close(cctx); err != nil {
+			t.log.Debug("closing the guest instance", "err", err)
+		}
+	}
+}

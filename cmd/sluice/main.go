@@ -5,9 +5,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
+	"github.com/cloudwego/kitex/pkg/klog"
 	"github.com/spf13/cobra"
 )
 
@@ -25,6 +27,14 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.PersistentFlags().String("log-level", "", "log level on stderr: debug, info, warn, error (default: info for servers, warn for client commands)")
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
+		// Kitex logs through its own logger (klog) at info by default;
+		// only its warnings matter unless the user asked for debug.
+		if lvl, _ := cmd.Flags().GetString("log-level"); lvl != "debug" {
+			klog.SetLevel(klog.LevelWarn)
+		}
+	}
 	root.AddCommand(commands()...)
 	return root
 }
@@ -39,8 +49,9 @@ func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
 func exitCode(err error) int {
-	if e, ok := err.(*exitError); ok {
+	var e *exitError
+	if errors.As(err, &e) {
 		return e.code
 	}
-	return 1
+	return exitFailed
 }

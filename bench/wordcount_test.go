@@ -1,0 +1,183 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/cluster"
+	"github.com/sluicehq/sluice/internal/cluster/clustertest"
+	"github.com/sluicehq/sluice/jm"
+	"github.com/sluicehq/sluice/sdk/client"
+)
+
+// inputSize is the word count's input: the same generator and size as the
+// word count's oracle test.
+const inputSize = 4 << 20
+
+// nativeWordCount is the baseline: one goroutine, the same tokenization
+// (maximal runs of ASCII letters, lowercased), a map, and the same output
+// ("word\tcount" lines).
+func nativeWordCount(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	counts := make(map[string]int64)
+	r := bufio.NewReaderSize(f, 1<<16)
+	var word []byte
+	for {
+		c, err := r.ReadByte()
+		if err != nil {
+			break
+		}
+		switch {
+		case c >= 'a' && c <= 'z':
+			word = append(word, c)
+		case c >= 'A' && c <= 'Z':
+			word = append(word, c+'a'-'A')
+		default:
+			if len(word) > 0 {
+				counts[string(word)]++
+				word = word[:0]
+			}
+		}
+	}
+	if len(word) > 0 {
+		counts[string(word)]++
+	}
+	out := make([]string, 0, len(counts))
+	for w, n := range counts {
+		out = append(out, w+"\t"+strconv.FormatInt(n, 10))
+	}
+	return out, nil
+}
+
+func setup(b *testing.B, slots int) (*cluster.Cluster, *client.Client, []byte, string) {
+	b.Helper()
+	wasm := clustertest.Guest(b, "examples/wordcount")
+	in := filepath.Join(b.TempDir(), "input.txt")
+	if err := clustertest.GenerateText(in, inputSize, 1); err != nil {
+		b.Fatal(err)
+	}
+	c := clustertest.Start(b, cluster.Config{TaskManagers: 1, Slots: slots, JobManager: func(jc *jm.Config) { jc.SplitSize = 1 << 20 }})
+	cl, err := c.Client()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c, cl, wasm, in
+}
+
+// BenchmarkWordCountP2 runs the word count at parallelism 2 on an embedded
+// cluster and, in the same run, the single-goroutine native word count on
+// the same input. ns/op and MB/s are the cluster's (submit to result, module
+// cached); x_native is the cluster's throughput as a fraction of native Go's
+// (target ≥ 0.25).
+func BenchmarkWordCountP2(b *testing.B) {
+	c, cl, wasm, in := setup(b, 2)
+	ctx := context.Background()
+	args := []string{"--input", in}
+
+	// Warm up: upload, compile and stage the input once, and check the
+	// answer against the baseline.
+	want, err := nativeWordCount(in)
+	if err != nil {
+		b.Fatal(err)
+	}
+	slices.Sort(want)
+	_, r, err := clustertest.RunJob(ctx, cl, c.Blob(), wasm, args, 2)
+	if err != nil || r.State != client.StateFinished {
+		b.Fatalf("warm-up job: %v %s %s", err, r.State, r.Failure)
+	}
+	if d := clustertest.Diff(want, clustertest.Lines(r.Records)); d != "" {
+		b.Fatalf("cluster and native word counts differ:\n%s", d)
+	}
+
+	var native, clustered time.Duration
+	b.SetBytes(inputSize)
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		t0 := time.Now()
+		if _, err := nativeWordCount(in); err != nil {
+			b.Fatal(err)
+		}
+		native += time.Since(t0)
+		b.StartTimer()
+
+		t1 := time.Now()
+		_, r, err := clustertest.RunJob(ctx, cl, c.Blob(), wasm, args, 2)
+		if err != nil || r.State != client.StateFinished {
+			b.Fatalf("job: %v %s %s", err, r.State, r.Failure)
+		}
+		clustered += time.Since(t1)
+	}
+	b.ReportMetric(float64(native)/float64(clustered), "x_native")
+	b.ReportMetric(float64(inputSize)/native.Seconds()*float64(b.N)/1e6, "native_MB/s")
+}
+
+// BenchmarkSubmitToFirstRecord measures, with the module already uploaded
+// and compiled, the time from SubmitJob to the client holding the job's
+// first record: a word count over a one-line input, whose only records come
+// back with the result (the collect sink returns records when the job
+// finishes), so this is submit → plan → schedule → deploy → run → finish →
+// result. It is an upper bound of submit-to-first-record for any job.
+func BenchmarkSubmitToFirstRecord(b *testing.B) {
+	c, cl, wasm, _ := setup(b, 2)
+	ctx := context.Background()
+	tiny := filepath.Join(b.TempDir(), "tiny.txt")
+	if err := os.WriteFile(tiny, []byte("hello sluice hello\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	args := []string{"--input", tiny}
+	inputs, err := cluster.StageInputs(ctx, c.Blob(), cluster.DefaultTenant, args)
+	if err != nil {
+		b.Fatal(err)
+	}
+	digest, err := cl.UploadModule(ctx, wasm)
+	if err != nil {
+		b.Fatal(err)
+	}
+	run := func() time.Duration {
+		t0 := time.Now()
+		id, err := cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Args: args, Parallelism: 1, Config: cluster.InputsConfig(nil, inputs)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := cl.WaitJob(ctx, id)
+		if err != nil || r.State != client.StateFinished || len(r.Records) == 0 {
+			b.Fatalf("job %s: %v %s %s (%d records)", id, err, r.State, r.Failure, len(r.Records))
+		}
+		return time.Since(t0)
+	}
+	run() // compile and cache
+	var total time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		total += run()
+	}
+	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/first_record")
+}
+
+// TestNativeWordCountMatchesCoreutils keeps the baseline honest.
+func TestNativeWordCountMatchesCoreutils(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "input.txt")
+	if err := clustertest.GenerateText(in, 256<<10, 3); err != nil {
+		t.Fatal(err)
+	}
+	got, err := nativeWordCount(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	if d := clustertest.Diff(clustertest.CoreutilsWordCount(t, in), got); d != "" {
+		t.Fatal(fmt.Sprint("native word count differs from coreutils:\n", d))
+	}
+}

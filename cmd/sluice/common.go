@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/sdk/client"
+)
+
+// Environment variables holding defaults.
+const (
+	envJM   = "SLUICE_JM"   // the JobManager address
+	envBlob = "SLUICE_BLOB" // the blob store URL
+)
+
+// Exit codes.
+const (
+	exitFailed = 1 // the job did not finish, or the command failed
+	exitUsage  = 2 // bad flags or arguments
+)
+
+// logger returns the stderr logger of a command: text, at the --log-level
+// the user chose or the command's default.
+func logger(cmd *cobra.Command, def slog.Level) (*slog.Logger, error) {
+	lvl := def
+	if s, _ := cmd.Flags().GetString("log-level"); s != "" {
+		if err := lvl.UnmarshalText([]byte(s)); err != nil {
+			return nil, usageErr(fmt.Errorf("--log-level %q: use debug, info, warn or error", s))
+		}
+	}
+	return slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lvl})), nil
+}
+
+// jmFlag adds --jm with SLUICE_JM as its default.
+func jmFlag(cmd *cobra.Command, addr *string) {
+	cmd.Flags().StringVar(addr, "jm", os.Getenv(envJM), "JobManager address host:port (default $"+envJM+")")
+}
+
+// dial returns a client for addr, or a usage error when there is none.
+func dial(addr string) (*client.Client, error) {
+	if addr == "" {
+		return nil, usageErr(errors.New("no JobManager address: pass --jm HOST:PORT or set " + envJM))
+	}
+	return client.New(addr)
+}
+
+// signalContext is canceled on SIGINT or SIGTERM.
+func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+}
+
+func usageErr(err error) error { return &exitError{code: exitUsage, err: err} }
+
+// isTerminal reports whether f is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

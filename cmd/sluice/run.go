@@ -1,0 +1,328 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/blob"
+	"github.com/sluicehq/sluice/internal/cluster"
+	"github.com/sluicehq/sluice/internal/guestbuild"
+	"github.com/sluicehq/sluice/sdk/client"
+)
+
+type runFlags struct {
+	jm       string
+	local    bool
+	p        int
+	detached bool
+	blobURL  string
+	name     string
+	tms      int
+	slots    int
+	progress string
+	tenant   string
+	config   []string
+}
+
+func newRunCmd() *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run [--jm ADDR | --local] [-p N] [--detached] MODULE_OR_GO_PACKAGE_DIR [-- ARGS]",
+		Short: "Run a job: build or read the module, upload it and its inputs, submit, print the results",
+		Long: `Run a job on a cluster (--jm, or $SLUICE_JM) or on an embedded cluster started
+for this run only (--local, the default when no JobManager is named).
+
+MODULE_OR_GO_PACKAGE_DIR is a .wasm module, or a Go package directory built
+for wasip1 with the guest SDK (cached). ARGS after -- go to the job unchanged;
+a local file, directory or glob named after --input is uploaded to the blob
+store (content addressed, so only once) and the job's "inputs" config maps
+the path to its blob key, where the job's text source reads it. On a remote
+cluster, --blob names the cluster's store; paths that are not local files are
+read as blob keys of the tenant.
+
+The job's collected records go to stdout, one per line; progress and logs go
+to stderr. The exit code is 0 only when the job FINISHED. Interrupting an
+attached run cancels the job.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			target := args[0]
+			jobArgs := args[1:]
+			if n := cmd.ArgsLenAtDash(); n > 1 {
+				return usageErr(fmt.Errorf("one module or package before --, got %d: %q", n, args[:n]))
+			} else if n < 0 && len(args) > 1 {
+				return usageErr(fmt.Errorf("job arguments go after --: sluice run %s -- %s", target, strings.Join(args[1:], " ")))
+			}
+			return runJob(cmd, f, target, jobArgs)
+		},
+	}
+	fl := cmd.Flags()
+	jmFlag(cmd, &f.jm)
+	fl.BoolVar(&f.local, "local", false, "start an embedded cluster for this run only")
+	fl.IntVarP(&f.p, "parallelism", "p", 1, "default parallelism of the job's operators")
+	fl.BoolVar(&f.detached, "detached", false, "print the job id and return without waiting (not with --local)")
+	fl.StringVar(&f.blobURL, "blob", os.Getenv(envBlob), "the cluster's blob store URL, where local --input files are uploaded (default $"+envBlob+", else the same default directory as sluice jm and tm)")
+	fl.StringVar(&f.name, "name", "", "job name (default: the name the module gives its graph)")
+	fl.IntVar(&f.tms, "task-managers", 1, "with --local: number of TaskManagers")
+	fl.IntVar(&f.slots, "slots", 0, "with --local: slots per TaskManager (default: enough for -p)")
+	fl.StringVar(&f.progress, "progress", "auto", "progress line on stderr: auto (when stderr is a terminal), always, never")
+	fl.StringArrayVarP(&f.config, "config", "C", nil, "job config KEY=VALUE (repeatable), e.g. -C restart-strategy.fixed-delay.attempts=3")
+	fl.StringVar(&f.tenant, "tenant", cluster.DefaultTenant, "tenant whose blob prefix --input files are uploaded under")
+	return cmd
+}
+
+func runJob(cmd *cobra.Command, f runFlags, target string, jobArgs []string) error {
+	log, err := logger(cmd, slog.LevelWarn)
+	if err != nil {
+		return err
+	}
+	if f.p < 1 {
+		return usageErr(fmt.Errorf("-p %d: parallelism must be at least 1", f.p))
+	}
+	if f.local && f.detached {
+		return usageErr(errors.New("--detached needs a cluster that outlives this command: use --jm, or run `sluice local` first"))
+	}
+	if !f.local && f.jm == "" {
+		if f.detached {
+			return usageErr(errors.New("--detached needs a cluster: pass --jm HOST:PORT or set " + envJM))
+		}
+		log.Info("no --jm and no " + envJM + ": running on an embedded cluster (--local)")
+		f.local = true
+	}
+	config := map[string]string{}
+	for _, kv := range f.config {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return usageErr(fmt.Errorf("--config %q: want KEY=VALUE", kv))
+		}
+		config[k] = v
+	}
+	ctx, stop := signalContext(cmd.Context())
+	defer stop()
+	stderr := cmd.ErrOrStderr()
+
+	wasm, err := loadModule(ctx, target, stderr)
+	if err != nil {
+		return err
+	}
+
+	var (
+		cl    *client.Client
+		store blob.Store
+	)
+	if f.local {
+		slots := f.slots
+		if slots <= 0 {
+			slots = max(cluster.DefaultSlots, (f.p+f.tms-1)/f.tms)
+		}
+		c, err := cluster.Start(ctx, cluster.Config{TaskManagers: f.tms, Slots: slots, CacheDir: defaultDir("cache"), Logger: log})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		store = c.Blob()
+		if cl, err = c.Client(); err != nil {
+			return err
+		}
+	} else {
+		if cl, err = dial(f.jm); err != nil {
+			return err
+		}
+		if cluster.HasLocalInputs(jobArgs) {
+			if f.blobURL == "" {
+				log.Info("uploading --input files to the default blob store; pass --blob (or set " + envBlob + ") if the cluster uses another")
+			}
+			if store, err = openBlob(ctx, f.blobURL); err != nil {
+				return err
+			}
+			defer store.Close()
+		}
+	}
+	if store != nil {
+		inputs, err := cluster.StageInputs(ctx, store, f.tenant, jobArgs)
+		if err != nil {
+			return err
+		}
+		config = cluster.InputsConfig(config, inputs)
+	}
+
+	digest, err := cl.UploadModule(ctx, wasm)
+	if err != nil {
+		return err
+	}
+	id, err := cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Args: jobArgs, Parallelism: f.p, Name: f.name, Config: config})
+	if err != nil {
+		return err
+	}
+	if f.detached {
+		fmt.Fprintln(cmd.OutOrStdout(), id)
+		return nil
+	}
+	log.Info("job submitted", "job", id, "module", digest)
+
+	showProgress := f.progress == "always" || (f.progress == "auto" && isTerminal(stderr))
+	res, err := waitWithProgress(ctx, cl, id, stderr, showProgress, log)
+	if err != nil {
+		return err
+	}
+	return finish(cmd.OutOrStdout(), stderr, res)
+}
+
+// loadModule reads a .wasm file, or builds a Go package directory.
+func loadModule(ctx context.Context, target string, stderr io.Writer) ([]byte, error) {
+	st, err := os.Stat(target)
+	if err != nil {
+		return nil, usageErr(fmt.Errorf("module %s: %w", target, err))
+	}
+	if !st.IsDir() {
+		b, err := os.ReadFile(target)
+		if err != nil {
+			return nil, fmt.Errorf("read module: %w", err)
+		}
+		return b, nil
+	}
+	start := time.Now()
+	path, err := guestbuild.Build(ctx, target)
+	if err != nil {
+		return nil, fmt.Errorf("build %s for wasip1: %w", target, err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read built module: %w", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		fmt.Fprintf(stderr, "built %s in %v\n", target, d.Round(100*time.Millisecond))
+	}
+	return b, nil
+}
+
+// waitWithProgress long-polls the job until it ends. On a terminal it keeps
+// one status line up to date; on interrupt it cancels the job and waits for
+// it to end.
+func waitWithProgress(ctx context.Context, cl *client.Client, id string, stderr io.Writer, show bool, log *slog.Logger) (client.JobResult, error) {
+	poll := 10 * time.Second
+	if show {
+		poll = 500 * time.Millisecond
+	}
+	start := time.Now()
+	lastState := ""
+	canceled := false
+	clearLine := func() {
+		if show {
+			fmt.Fprint(stderr, "\r\033[K")
+		}
+	}
+	// cancelJob runs once, on the first interrupt; the loop then waits for
+	// the job to end CANCELED, on a context of its own.
+	waitCtx, stopWait := context.Background(), context.CancelFunc(func() {})
+	defer func() { stopWait() }()
+	cancelJob := func() error {
+		canceled = true
+		// A second interrupt stops the waiting.
+		waitCtx, stopWait = signalContext(context.Background())
+		clearLine()
+		fmt.Fprintf(stderr, "interrupted: canceling job %s (interrupt again to stop waiting)\n", id)
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := cl.CancelJob(cctx, id); err != nil {
+			return fmt.Errorf("cancel job %s: %w", id, err)
+		}
+		return nil
+	}
+	for {
+		pctx := ctx
+		if canceled {
+			pctx = waitCtx
+		}
+		r, err := cl.PollJob(pctx, id, poll)
+		switch {
+		case err != nil && ctx.Err() != nil && !canceled:
+			if err := cancelJob(); err != nil {
+				return client.JobResult{}, err
+			}
+			continue
+		case err != nil && canceled && waitCtx.Err() != nil:
+			return client.JobResult{}, fmt.Errorf("stopped waiting for job %s to cancel", id)
+		case err != nil && (errors.Is(err, client.ErrUnavailable) || errors.Is(err, client.ErrDeadlineExceeded)):
+			log.Warn("job manager not answering; retrying", "err", err)
+			time.Sleep(500 * time.Millisecond)
+			continue
+		case err != nil:
+			clearLine()
+			return client.JobResult{}, err
+		}
+		if r.State != lastState {
+			log.Info("job state", "job", id, "state", r.State)
+			lastState = r.State
+		}
+		if client.Terminal(r.State) {
+			clearLine()
+			return r, nil
+		}
+		if show {
+			fmt.Fprintf(stderr, "\r\033[K%s", progressLine(r, time.Since(start)))
+		}
+		if ctx.Err() != nil && !canceled {
+			if err := cancelJob(); err != nil {
+				return client.JobResult{}, err
+			}
+		}
+	}
+}
+
+// progressLine is one line: job, state, subtask counts by state, elapsed.
+func progressLine(r client.JobResult, elapsed time.Duration) string {
+	counts := map[string]int{}
+	total := 0
+	for _, v := range r.Vertices {
+		for _, s := range v.Subtasks {
+			counts[s.State]++
+			total++
+		}
+	}
+	var parts []string
+	for _, s := range []string{"CREATED", "DEPLOYING", "RUNNING", "FINISHED", "CANCELING", "CANCELED", "FAILED"} {
+		if counts[s] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[s], strings.ToLower(s)))
+		}
+	}
+	tasks := ""
+	if total > 0 {
+		tasks = fmt.Sprintf("  subtasks: %s", strings.Join(parts, ", "))
+	}
+	hint := ""
+	if counts["CREATED"] > 0 && elapsed > 3*time.Second {
+		hint = "  (waiting for slots)"
+	}
+	return fmt.Sprintf("job %s  %s%s%s  %s", r.ID, r.State, tasks, hint, elapsed.Round(100*time.Millisecond))
+}
+
+// finish prints the records of a FINISHED job to stdout, or the failure to
+// stderr, and sets the exit code.
+func finish(stdout, stderr io.Writer, r client.JobResult) error {
+	if r.State != client.StateFinished {
+		msg := fmt.Sprintf("job %s %s", r.ID, r.State)
+		if r.Failure != "" {
+			msg += ":\n" + r.Failure
+		}
+		return &exitError{code: exitFailed, err: errors.New(msg)}
+	}
+	w := bufio.NewWriterSize(stdout, 64<<10)
+	for _, rec := range r.Records {
+		w.Write(rec)
+		w.WriteByte('\n')
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "job %s FINISHED in %v: %d records\n", r.ID, r.Duration.Round(time.Millisecond), len(r.Records))
+	return nil
+}

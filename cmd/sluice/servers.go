@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/blob"
+	"github.com/sluicehq/sluice/internal/cluster"
+	"github.com/sluicehq/sluice/jm"
+	"github.com/sluicehq/sluice/jm/jobmaster"
+	"github.com/sluicehq/sluice/tm"
+)
+
+func newJMCmd() *cobra.Command {
+	var listen, blobURL, advertise string
+	var hbInterval, hbTimeout, slotTimeout, restartDelay time.Duration
+	var restartAttempts int
+	cmd := &cobra.Command{
+		Use:   "jm",
+		Short: "Run a JobManager (Dispatcher, ResourceManager, JobMasters) until SIGINT/SIGTERM",
+		Long: `Run a JobManager. It prints the address it bound on stdout
+("jobmanager listening on HOST:PORT"), so --listen 127.0.0.1:0 works.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := logger(cmd, slog.LevelInfo)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signalContext(cmd.Context())
+			defer stop()
+			store, err := openBlob(ctx, blobURL)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			srv, err := jm.New(ctx, jm.Config{
+				ListenAddr:         listen,
+				AdvertiseAddr:      advertise,
+				Blob:               store,
+				HeartbeatInterval:  hbInterval,
+				HeartbeatTimeout:   hbTimeout,
+				SlotRequestTimeout: slotTimeout,
+				Restart:            jobmaster.RestartStrategy{Attempts: restartAttempts, Delay: restartDelay},
+				Logger:             log,
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "jobmanager listening on %s\n", srv.Addr())
+			<-ctx.Done()
+			log.Info("shutting down")
+			return srv.Close()
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:6123", "Kitex address to listen on (port 0 picks one)")
+	cmd.Flags().StringVar(&advertise, "advertise", "", "address TaskManagers reach this JobManager at (default: the bound address)")
+	cmd.Flags().StringVar(&blobURL, "blob", os.Getenv(envBlob), "blob store URL: file:///abs/dir or s3://bucket/prefix?endpoint=host:port (default $"+envBlob+", else a directory under the user cache dir)")
+	cmd.Flags().DurationVar(&hbInterval, "heartbeat-interval", 0, "how often TaskManagers heartbeat (default 1s)")
+	cmd.Flags().DurationVar(&hbTimeout, "heartbeat-timeout", 0, "silence after which a TaskManager is declared dead (default 10s)")
+	cmd.Flags().DurationVar(&slotTimeout, "slot-timeout", 0, "how long a job waits for free slots before it fails (default 30s)")
+	cmd.Flags().IntVar(&restartAttempts, "restart-attempts", 0, "restarts of a failed job, for jobs that set no restart-strategy in their config")
+	cmd.Flags().DurationVar(&restartDelay, "restart-delay", time.Second, "delay before each restart")
+	return cmd
+}
+
+func newTMCmd() *cobra.Command {
+	var jmAddr, listen, dataListen, blobURL, advertise, cacheDir string
+	var slots int
+	cmd := &cobra.Command{
+		Use:   "tm",
+		Short: "Run a TaskManager that offers slots to a JobManager, until SIGINT/SIGTERM",
+		Long: `Run a TaskManager. It prints the addresses it bound on stdout
+("taskmanager listening on HOST:PORT" and "taskmanager data port on HOST:PORT"),
+then registers with the JobManager (retrying until it answers).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := logger(cmd, slog.LevelInfo)
+			if err != nil {
+				return err
+			}
+			if jmAddr == "" {
+				return usageErr(errors.New("no JobManager address: pass --jm HOST:PORT or set " + envJM))
+			}
+			if slots < 1 {
+				return usageErr(fmt.Errorf("--slots %d: need at least 1", slots))
+			}
+			ctx, stop := signalContext(cmd.Context())
+			defer stop()
+			store, err := openBlob(ctx, blobURL)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			if cacheDir == "" {
+				cacheDir = defaultDir("cache")
+			}
+			t, err := tm.New(ctx, tm.Config{
+				JMAddress:     jmAddr,
+				ListenAddr:    listen,
+				DataAddr:      dataListen,
+				AdvertiseHost: advertise,
+				Slots:         slots,
+				Blob:          store,
+				CacheDir:      cacheDir,
+				Logger:        log,
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "taskmanager listening on %s\n", t.Addr())
+			fmt.Fprintf(cmd.OutOrStdout(), "taskmanager data port on %s\n", t.DataAddr())
+			<-ctx.Done()
+			log.Info("shutting down")
+			return t.Close()
+		},
+	}
+	jmFlag(cmd, &jmAddr)
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "Kitex address to listen on (port 0 picks one)")
+	cmd.Flags().StringVar(&dataListen, "data-listen", "", "data-exchange address to listen on (default: port 0 on the --listen host)")
+	cmd.Flags().StringVar(&advertise, "advertise-host", "", "host others use to reach this TaskManager (default: the --listen host, or the route to the JobManager for a wildcard)")
+	cmd.Flags().IntVar(&slots, "slots", 2, "number of task slots")
+	cmd.Flags().StringVar(&blobURL, "blob", os.Getenv(envBlob), "blob store URL, the same as the JobManager's (default $"+envBlob+", else a directory under the user cache dir)")
+	cmd.Flags().StringVar(&cacheDir, "cache-dir", "", "where modules are cached (default: under the user cache dir)")
+	return cmd
+}
+
+func newLocalCmd() *cobra.Command {
+	var tms, slots int
+	var dir, blobURL string
+	cmd := &cobra.Command{
+		Use:   "local",
+		Short: "Run a JobManager and TaskManagers in this process until Ctrl-C",
+		Long: `Run an embedded cluster: a JobManager and TaskManagers in one process, talking
+Kitex over loopback, with a file blob store (by default the same directory
+sluice jm, tm and run use). It prints the JobManager's address; point other
+commands at it with --jm or SLUICE_JM.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := logger(cmd, slog.LevelInfo)
+			if err != nil {
+				return err
+			}
+			if tms < 1 || slots < 1 {
+				return usageErr(fmt.Errorf("--task-managers %d --slots %d: need at least 1 of each", tms, slots))
+			}
+			ctx, stop := signalContext(cmd.Context())
+			defer stop()
+			if blobURL == "" {
+				d := defaultDir("blob")
+				if err := os.MkdirAll(d, 0o755); err != nil {
+					return err
+				}
+				blobURL = "file://" + filepath.ToSlash(d)
+			}
+			cacheDir := defaultDir("cache")
+			if dir == "" {
+				dir = defaultDir("local")
+			} else {
+				cacheDir = filepath.Join(dir, "cache")
+			}
+			c, err := cluster.Start(ctx, cluster.Config{TaskManagers: tms, Slots: slots, Dir: dir, BlobURL: blobURL, CacheDir: cacheDir, Logger: log})
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "jobmanager listening on %s\n", c.Addr())
+			for _, t := range c.TaskManagers() {
+				fmt.Fprintf(out, "taskmanager listening on %s (data %s, %d slots)\n", t.Addr(), t.DataAddr(), slots)
+			}
+			fmt.Fprintf(out, "blob store %s\n", blobURL)
+			fmt.Fprintf(cmd.ErrOrStderr(), "\nsubmit jobs with:  %s=%s sluice run DIR_OR_MODULE\n", envJM, c.Addr())
+			<-ctx.Done()
+			log.Info("shutting down")
+			return c.Close()
+		},
+	}
+	cmd.Flags().IntVar(&tms, "task-managers", 1, "number of TaskManagers")
+	cmd.Flags().IntVar(&slots, "slots", cluster.DefaultSlots, "slots per TaskManager")
+	cmd.Flags().StringVar(&blobURL, "blob", os.Getenv(envBlob), "blob store URL (default $"+envBlob+", else the directory sluice jm, tm and run use by default)")
+	cmd.Flags().StringVar(&dir, "dir", "", "directory for caches (default: under the user cache dir)")
+	return cmd
+}
+
+// defaultDir is a directory under the user cache dir (~/.cache/sluice/NAME),
+// or under the temp dir when there is no cache dir.
+func defaultDir(name string) string {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	return filepath.Join(base, "sluice", name)
+}
+
+// openBlob opens url, or a file store under the user cache dir when empty.
+func openBlob(ctx context.Context, url string) (blob.Store, error) {
+	if url == "" {
+		dir := defaultDir("blob")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		url = "file://" + filepath.ToSlash(dir)
+	}
+	s, err := blob.Open(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("--blob: %w", err)
+	}
+	return s, nil
+}

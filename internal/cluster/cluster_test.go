@@ -1,0 +1,128 @@
+package cluster_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/sluicehq/sluice/internal/cluster"
+	"github.com/sluicehq/sluice/internal/cluster/clustertest"
+	"github.com/sluicehq/sluice/internal/testutil"
+	"github.com/sluicehq/sluice/sdk/client"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, clustertest.GoleakOptions()...) }
+
+// TestCancelEndsTasksAndFreesSlots runs a job that never ends at p=4 on two
+// TaskManagers of two slots, cancels it, and checks every task stopped and
+// every slot came back.
+func TestCancelEndsTasksAndFreesSlots(t *testing.T) {
+	c := clustertest.Start(t, cluster.Config{TaskManagers: 2, Slots: 2})
+	cl, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	id, err := clustertest.Submit(ctx, cl, c.Blob(), clustertest.Guest(t, "internal/cluster/testdata/spin"), nil, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, time.Minute, func() bool {
+		n := 0
+		for _, tm := range c.TaskManagers() {
+			n += len(tm.RunningTasks())
+		}
+		return n > 0
+	}, "no task ever ran")
+	start := time.Now()
+	if err := cl.CancelJob(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	r, err := cl.WaitJob(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.State != client.StateCanceled {
+		t.Fatalf("job ended %s after cancel", r.State)
+	}
+	t.Logf("canceled in %v", time.Since(start))
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		for _, tm := range c.TaskManagers() {
+			if len(tm.RunningTasks()) > 0 {
+				return false
+			}
+			for _, s := range tm.Slots() {
+				if s.AllocationID != "" {
+					return false
+				}
+			}
+		}
+		ov, err := cl.Overview(ctx)
+		return err == nil && ov.SlotsFree == ov.SlotsTotal && ov.SlotsTotal == 4
+	}, "tasks or slots left after cancel")
+}
+
+// TestTrapFailsOnlyTheJob: a guest that traps fails its job with the
+// guest's stack trace; the TaskManagers survive and run the next job.
+func TestTrapFailsOnlyTheJob(t *testing.T) {
+	c := clustertest.Start(t, cluster.Config{TaskManagers: 1, Slots: 2})
+	cl, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, r, err := clustertest.RunJob(ctx, cl, c.Blob(), clustertest.Guest(t, "internal/cluster/testdata/trap"), nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.State != client.StateFailed {
+		t.Fatalf("trapping job ended %s", r.State)
+	}
+	for _, want := range []string{"explodeOnRecord", "nil map"} {
+		if !strings.Contains(r.Failure, want) {
+			t.Errorf("failure lacks %q:\n%s", want, r.Failure)
+		}
+	}
+	// The same TaskManager runs the next job.
+	_, r, err = clustertest.RunJob(ctx, cl, c.Blob(), clustertest.Guest(t, "internal/cluster/testdata/trap"), nil, 1)
+	if err != nil || r.State != client.StateFailed {
+		t.Fatalf("second run: %v %s", err, r.State)
+	}
+	if len(c.TaskManagers()) != 1 {
+		t.Fatal("a task manager went away")
+	}
+}
+
+// TestBadSubmissions: each is refused with a clear error and leaves no job.
+func TestBadSubmissions(t *testing.T) {
+	c := clustertest.Start(t, cluster.Config{TaskManagers: 1, Slots: 1})
+	cl, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := cl.UploadModule(ctx, []byte("not wasm at all")); !errors.Is(err, client.ErrInvalidModule) {
+		t.Errorf("upload of text: %v; want ErrInvalidModule", err)
+	}
+	_, err = clustertest.Submit(ctx, cl, c.Blob(), clustertest.Guest(t, "internal/cluster/testdata/cycle"), nil, 1)
+	if !errors.Is(err, client.ErrInvalidArgument) || !strings.Contains(err.Error(), "cycle") {
+		t.Errorf("cycle: %v; want an invalid graph naming the cycle", err)
+	}
+	_, err = clustertest.Submit(ctx, cl, c.Blob(), clustertest.Guest(t, "internal/cluster/testdata/spin"), nil, 1<<20)
+	if !errors.Is(err, client.ErrInvalidArgument) {
+		t.Errorf("p=2^20: %v; want ErrInvalidArgument", err)
+	}
+	if _, err := cl.GetJob(ctx, "no-such-job"); !errors.Is(err, client.ErrJobNotFound) {
+		t.Errorf("unknown job: %v; want ErrJobNotFound", err)
+	}
+	jobs, err := cl.ListJobs(ctx)
+	if err != nil || len(jobs) != 0 {
+		t.Errorf("jobs after bad submissions: %+v %v", jobs, err)
+	}
+}

@@ -1,0 +1,302 @@
+// Package clustertest holds helpers for tests that run jobs on a real
+// cluster: an embedded cluster bound to a test, guests built from source,
+// a deterministic text generator and the coreutils word-count oracle.
+package clustertest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cloudwego/kitex/pkg/klog"
+	"go.uber.org/goleak"
+
+	"github.com/sluicehq/sluice/blob"
+	"github.com/sluicehq/sluice/internal/cluster"
+	"github.com/sluicehq/sluice/internal/guestbuild"
+	"github.com/sluicehq/sluice/sdk/client"
+)
+
+// Start starts an embedded cluster closed when the test ends. Its logs go
+// to the test log when -v is set.
+func Start(t testing.TB, cfg cluster.Config) *cluster.Cluster {
+	t.Helper()
+	if cfg.Dir == "" {
+		cfg.Dir = t.TempDir()
+	}
+	if cfg.CacheDir == "" {
+		cfg.CacheDir = CompileCache()
+	}
+	// Kitex's own logger prints every listen and shutdown at info.
+	klog.SetLevel(klog.LevelWarn)
+	if cfg.Logger == nil && os.Getenv("SLUICE_TEST_LOG") != "" {
+		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := cluster.Start(ctx, cfg)
+	if err != nil {
+		t.Fatalf("start embedded cluster: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("close embedded cluster: %v", err)
+		}
+	})
+	return c
+}
+
+// testWriter sends log lines to the test log (SLUICE_TEST_LOG=1).
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// CompileCache is a compiled-module cache shared by every test run
+// (<user cache>/sluice/test-cache): compiling a Go guest is slow, very slow
+// under -race, and the result depends only on the module and wazero.
+func CompileCache() string {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	return filepath.Join(base, "sluice", "test-cache")
+}
+
+// ModuleRoot returns the directory of the sluice go.mod.
+func ModuleRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && bytes.Contains(b, []byte("module github.com/sluicehq/sluice\n")) {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no sluice go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+var (
+	guestMu    sync.Mutex
+	guestCache = map[string][]byte{}
+)
+
+// Guest builds the guest package at rel (relative to the module root) for
+// wasip1, once per test binary (and cached on disk across runs by
+// guestbuild), and returns the module bytes.
+func Guest(t testing.TB, rel string) []byte {
+	t.Helper()
+	guestMu.Lock()
+	defer guestMu.Unlock()
+	if b, ok := guestCache[rel]; ok {
+		return b
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	path, err := guestbuild.Build(ctx, filepath.Join(ModuleRoot(t), rel))
+	if err != nil {
+		t.Fatalf("build guest %s: %v", rel, err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	guestCache[rel] = b
+	return b
+}
+
+// RunJob stages the job's --input files in store, uploads wasm, submits
+// the job and waits for its end.
+func RunJob(ctx context.Context, cl *client.Client, store blob.Store, wasm []byte, args []string, parallelism int) (string, client.JobResult, error) {
+	id, err := Submit(ctx, cl, store, wasm, args, parallelism)
+	if err != nil {
+		return "", client.JobResult{}, err
+	}
+	r, err := cl.WaitJob(ctx, id)
+	return id, r, err
+}
+
+// Submit stages inputs, uploads wasm and submits the job.
+func Submit(ctx context.Context, cl *client.Client, store blob.Store, wasm []byte, args []string, parallelism int) (string, error) {
+	inputs, err := cluster.StageInputs(ctx, store, cluster.DefaultTenant, args)
+	if err != nil {
+		return "", err
+	}
+	digest, err := cl.UploadModule(ctx, wasm)
+	if err != nil {
+		return "", err
+	}
+	return cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Args: args, Parallelism: parallelism, Config: cluster.InputsConfig(nil, inputs)})
+}
+
+// Lines returns records as sorted strings.
+func Lines(recs [][]byte) []string {
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		out[i] = string(r)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Diff describes how got differs from want (both sorted), or "" if equal.
+func Diff(want, got []string) string {
+	if slices.Equal(want, got) {
+		return ""
+	}
+	wm := make(map[string]bool, len(want))
+	for _, w := range want {
+		wm[w] = true
+	}
+	gm := make(map[string]bool, len(got))
+	for _, g := range got {
+		gm[g] = true
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "want %d lines, got %d\n", len(want), len(got))
+	n := 0
+	for _, w := range want {
+		if !gm[w] && n < 10 {
+			fmt.Fprintf(&b, "  missing: %q\n", w)
+			n++
+		}
+	}
+	n = 0
+	for _, g := range got {
+		if !wm[g] && n < 10 {
+			fmt.Fprintf(&b, "  unexpected: %q\n", g)
+			n++
+		}
+	}
+	return b.String()
+}
+
+// CoreutilsWordCount runs the word count with the real coreutils on input
+// and returns its "word\tcount" lines, sorted:
+//
+//	tr -cs 'A-Za-z' '\n' < IN | tr 'A-Z' 'a-z' | grep -v '^$' | sort | uniq -c | awk '{print $2"\t"$1}' | sort
+func CoreutilsWordCount(t testing.TB, input string) []string {
+	t.Helper()
+	const pipeline = `tr -cs 'A-Za-z' '\n' < "$1" | tr 'A-Z' 'a-z' | grep -v '^$' | sort | uniq -c | awk '{print $2"\t"$1}' | sort`
+	cmd := exec.Command("bash", "-c", pipeline, "wordcount-oracle", input)
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("coreutils word count: %v: %s", err, stderr.String())
+	}
+	var lines []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	slices.Sort(lines)
+	return lines
+}
+
+// words the generator draws from: mixed case, apostrophes and hyphens
+// (separators for the word count), digits glued to letters, and a non-ASCII
+// letter (its bytes are separators too, as for tr in the C locale).
+var words = []string{
+	"the", "The", "THE", "river", "River", "sluice", "Sluice", "gate", "flow", "Flow",
+	"water", "stream", "Stream", "STREAM", "batch", "record", "key", "group", "barrier",
+	"checkpoint", "savepoint", "task", "slot", "Manager", "job", "Job", "wasm", "WASM",
+	"don't", "it's", "well-known", "co-operate", "x86", "mp3", "route66", "2024",
+	"42", "3.14", "café", "naïve", "über", "a", "I", "o", "zz", "Zebra", "quartz",
+	"Lorem", "ipsum", "dolor", "sit", "amet", "consectetur", "adipiscing", "elit",
+}
+
+var punct = []string{" ", " ", " ", " ", ", ", ". ", "; ", ": ", "! ", "? ", " -- ", " (", ") ", "\"", "'", "\t", "  "}
+
+// GenerateText writes about size bytes of deterministic text (same seed,
+// same bytes) to path: lines of words, punctuation and digits, with a
+// Zipf-like skew so some words are frequent and many rare, plus a long tail
+// of generated words so the key space is large.
+func GenerateText(path string, size int64, seed uint64) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 1<<16)
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	zipf := rand.NewZipf(r, 1.2, 1, uint64(len(words)-1))
+	var n int64
+	var line []byte
+	for n < size {
+		line = line[:0]
+		nw := 1 + r.IntN(14)
+		for i := range nw {
+			if i > 0 {
+				line = append(line, punct[r.IntN(len(punct))]...)
+			}
+			switch x := r.IntN(10); {
+			case x < 7:
+				line = append(line, words[zipf.Uint64()]...)
+			case x < 9:
+				// A rare word: letters from a small alphabet, random case.
+				for range 2 + r.IntN(7) {
+					c := byte('a' + r.IntN(12))
+					if r.IntN(4) == 0 {
+						c -= 'a' - 'A'
+					}
+					line = append(line, c)
+				}
+			default:
+				line = fmt.Appendf(line, "%d", r.IntN(100000))
+			}
+		}
+		if r.IntN(50) == 0 {
+			line = append(line, '\r') // a CRLF line now and then
+		}
+		line = append(line, '\n')
+		if r.IntN(200) == 0 {
+			line = append(line, '\n') // an empty line
+		}
+		m, err := w.Write(line)
+		if err != nil {
+			f.Close()
+			return err
+		}
+		n += int64(m)
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// GoleakOptions ignore the goroutines Kitex and netpoll keep for the whole
+// process (timeout worker pool, shared tickers, load-balancer cache
+// watchers, pollers), which no Close ends; anything else a test leaves
+// running is a leak.
+func GoleakOptions() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreAnyFunction("github.com/cloudwego/kitex/client.(*timeoutPool).createWorker.func1"),
+		goleak.IgnoreAnyFunction("github.com/cloudwego/kitex/client.(*timeoutPool).createTicker.func1"),
+		goleak.IgnoreAnyFunction("github.com/cloudwego/kitex/pkg/loadbalance/lbcache.(*BalancerFactory).watcher"),
+		goleak.IgnoreAnyFunction("github.com/cloudwego/kitex/pkg/utils.(*SharedTicker).Tick"),
+		goleak.IgnoreAnyFunction("github.com/cloudwego/netpoll.(*defaultPoll).Wait"),
+		goleak.IgnoreAnyFunction("github.com/bytedance/gopkg/util/gopool.(*worker).run.func1"),
+	}
+}

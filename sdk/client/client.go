@@ -1,0 +1,236 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cloudwego/kitex/client/callopt"
+
+	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/dispatcher"
+	dispclient "github.com/sluicehq/sluice/idl/kitex_gen/sluice/dispatcher/dispatcher"
+	"github.com/sluicehq/sluice/internal/rpcerr"
+	"github.com/sluicehq/sluice/internal/rpcserver"
+)
+
+// Defaults for the options.
+const (
+	// DefaultTimeout bounds every call but UploadModule and the long polls.
+	DefaultTimeout = 15 * time.Second
+	// DefaultUploadTimeout bounds UploadModule (modules are megabytes).
+	DefaultUploadTimeout = 2 * time.Minute
+	// DefaultPollInterval is how long one WaitJob long poll waits on the
+	// server before the client asks again.
+	DefaultPollInterval = 10 * time.Second
+)
+
+// Client talks to one JobManager's Dispatcher. It is safe for concurrent use.
+type Client struct {
+	addr          string
+	c             dispclient.Client
+	timeout       time.Duration
+	uploadTimeout time.Duration
+	pollInterval  time.Duration
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithTimeout sets the timeout of each call (not of WaitJob as a whole,
+// which runs until the job ends or its context does).
+func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = d } }
+
+// WithUploadTimeout sets the timeout of UploadModule.
+func WithUploadTimeout(d time.Duration) Option { return func(c *Client) { c.uploadTimeout = d } }
+
+// WithPollInterval sets how long each server-side wait of WaitJob lasts.
+func WithPollInterval(d time.Duration) Option { return func(c *Client) { c.pollInterval = d } }
+
+// New returns a client for the JobManager at addr (host:port). It does not
+// connect until the first call.
+func New(addr string, opts ...Option) (*Client, error) {
+	if addr == "" {
+		return nil, fmt.Errorf("no job manager address: pass --jm or set SLUICE_JM: %w", ErrInvalidArgument)
+	}
+	c := &Client{
+		addr:          addr,
+		timeout:       DefaultTimeout,
+		uploadTimeout: DefaultUploadTimeout,
+		pollInterval:  DefaultPollInterval,
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	kc, err := dispclient.NewClient("dispatcher", rpcserver.ClientOptions(addr, rpcserver.ClientConfig{RPCTimeout: c.timeout})...)
+	if err != nil {
+		return nil, fmt.Errorf("dispatcher client for %s: %w", addr, err)
+	}
+	c.c = kc
+	return c, nil
+}
+
+// Addr is the JobManager address the client calls.
+func (c *Client) Addr() string { return c.addr }
+
+// call bounds ctx and the Kitex call by d.
+func call(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc, callopt.Option) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	return ctx, cancel, callopt.WithRPCTimeout(d)
+}
+
+// wrap maps a Kitex error to the project's errors (errors.Is works against
+// the Err* values of this package) and adds the operation.
+func wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", op, rpcerr.FromCall(err))
+}
+
+// UploadModule stores a Wasm module in the cluster and returns its digest
+// ("sha256-<hex>"). Uploading the same bytes again is cheap and returns the
+// same digest.
+//
+// # Errors
+//
+// ErrInvalidModule for bytes that are not a Sluice module, ErrModuleTooLarge.
+func (c *Client) UploadModule(ctx context.Context, wasm []byte) (string, error) {
+	ctx, cancel, opt := call(ctx, c.uploadTimeout)
+	defer cancel()
+	resp, err := c.c.UploadModule(ctx, &dispatcher.UploadModuleRequest{Module: wasm}, opt)
+	if err != nil {
+		return "", wrap("upload module", err)
+	}
+	return resp.GetDigest(), nil
+}
+
+// SubmitJob starts a job and returns its id. The JobManager plans the job
+// (runs the module's plan export) and validates the graph before answering.
+//
+// # Errors
+//
+// ErrModuleNotFound, ErrInvalidArgument (wrapping the graph's problems),
+// ErrNotEnoughSlots when no cluster could hold the job's parallelism.
+func (c *Client) SubmitJob(ctx context.Context, spec JobSpec) (string, error) {
+	ctx, cancel, opt := call(ctx, c.timeout)
+	defer cancel()
+	req := &dispatcher.SubmitJobRequest{
+		ModuleDigest: spec.ModuleDigest,
+		Args_:        spec.Args,
+		Parallelism:  int32(spec.Parallelism),
+		Config:       spec.Config,
+	}
+	if spec.Name != "" {
+		req.Name = &spec.Name
+	}
+	resp, err := c.c.SubmitJob(ctx, req, opt)
+	if err != nil {
+		return "", wrap("submit job", err)
+	}
+	return resp.GetJobId(), nil
+}
+
+// ListJobs returns every job the JobManager knows, running or retained.
+func (c *Client) ListJobs(ctx context.Context) ([]JobSummary, error) {
+	ctx, cancel, opt := call(ctx, c.timeout)
+	defer cancel()
+	resp, err := c.c.ListJobs(ctx, opt)
+	if err != nil {
+		return nil, wrap("list jobs", err)
+	}
+	out := make([]JobSummary, 0, len(resp.GetJobs()))
+	for _, j := range resp.GetJobs() {
+		out = append(out, summaryFromWire(j))
+	}
+	return out, nil
+}
+
+// GetJob returns a job's details.
+//
+// # Errors
+//
+// ErrJobNotFound.
+func (c *Client) GetJob(ctx context.Context, jobID string) (JobDetails, error) {
+	ctx, cancel, opt := call(ctx, c.timeout)
+	defer cancel()
+	resp, err := c.c.GetJob(ctx, jobID, opt)
+	if err != nil {
+		return JobDetails{}, wrap("get job "+jobID, err)
+	}
+	return detailsFromWire(resp), nil
+}
+
+// CancelJob asks the JobManager to cancel a job; it returns once the
+// request is accepted. Use WaitJob to wait for CANCELED.
+//
+// # Errors
+//
+// ErrJobNotFound.
+func (c *Client) CancelJob(ctx context.Context, jobID string) error {
+	ctx, cancel, opt := call(ctx, c.timeout)
+	defer cancel()
+	return wrap("cancel job "+jobID, c.c.CancelJob(ctx, jobID, opt))
+}
+
+// PollJob waits up to wait on the server for the job to end and returns its
+// state then (wait 0 returns at once). The result carries records and
+// accumulators once the job FINISHED.
+//
+// # Errors
+//
+// ErrJobNotFound.
+func (c *Client) PollJob(ctx context.Context, jobID string, wait time.Duration) (JobResult, error) {
+	ctx, cancel, opt := call(ctx, wait+c.timeout)
+	defer cancel()
+	resp, err := c.c.WaitJob(ctx, &dispatcher.WaitJobRequest{JobId: jobID, TimeoutMs: wait.Milliseconds()}, opt)
+	if err != nil {
+		return JobResult{}, wrap("wait for job "+jobID, err)
+	}
+	return resultFromWire(resp), nil
+}
+
+// WaitJob long-polls until the job reaches a terminal state (FINISHED,
+// FAILED, CANCELED) or ctx ends, and returns its result. A call that fails
+// on the way (a timeout, the JobManager briefly unreachable) is retried
+// until ctx ends; an answer such as ErrJobNotFound is returned at once.
+func (c *Client) WaitJob(ctx context.Context, jobID string) (JobResult, error) {
+	backoff := 100 * time.Millisecond
+	for {
+		r, err := c.PollJob(ctx, jobID, c.pollInterval)
+		switch {
+		case err == nil && Terminal(r.State):
+			return r, nil
+		case err == nil:
+			backoff = 100 * time.Millisecond
+			continue
+		case ctx.Err() != nil:
+			return JobResult{}, fmt.Errorf("wait for job %s: %w", jobID, ctx.Err())
+		case !retryable(err):
+			return JobResult{}, err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return JobResult{}, fmt.Errorf("wait for job %s: %w (last error: %v)", jobID, ctx.Err(), err)
+		case <-t.C:
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func retryable(err error) bool {
+	return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrDeadlineExceeded)
+}
+
+// Overview returns the cluster's TaskManagers, slots and jobs by state.
+func (c *Client) Overview(ctx context.Context) (Overview, error) {
+	ctx, cancel, opt := call(ctx, c.timeout)
+	defer cancel()
+	resp, err := c.c.Overview(ctx, opt)
+	if err != nil {
+		return Overview{}, wrap("overview", err)
+	}
+	return overviewFromWire(resp), nil
+}

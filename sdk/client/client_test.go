@@ -1,0 +1,212 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cloudwego/kitex/server"
+	"go.uber.org/goleak"
+
+	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/dispatcher"
+	dispsvc "github.com/sluicehq/sluice/idl/kitex_gen/sluice/dispatcher/dispatcher"
+	"github.com/sluicehq/sluice/internal/rpcerr"
+	"github.com/sluicehq/sluice/internal/rpcserver"
+	"github.com/sluicehq/sluice/sdk/client"
+)
+
+// fakeDispatcher answers from a table of jobs; a job reaches its final
+// state after finishAfter polls.
+type fakeDispatcher struct {
+	mu          sync.Mutex
+	polls       atomic.Int32
+	finishAfter int32
+	lastWaitMs  int64
+	hang        time.Duration
+}
+
+var _ dispatcher.Dispatcher = (*fakeDispatcher)(nil)
+
+func (f *fakeDispatcher) UploadModule(_ context.Context, req *dispatcher.UploadModuleRequest) (*dispatcher.UploadModuleResponse, error) {
+	if len(req.Module) < 4 || string(req.Module[:4]) != "\x00asm" {
+		return nil, rpcerr.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidModule, "invalid module: not WebAssembly (no \\0asm header)"))
+	}
+	return &dispatcher.UploadModuleResponse{Digest: "sha256-abc", Size: int64(len(req.Module))}, nil
+}
+
+func (f *fakeDispatcher) SubmitJob(_ context.Context, req *dispatcher.SubmitJobRequest) (*dispatcher.SubmitJobResponse, error) {
+	if req.Parallelism > 100 {
+		return nil, rpcerr.ToWire(rpcerr.NotEnoughSlots(int(req.Parallelism), 8))
+	}
+	return &dispatcher.SubmitJobResponse{JobId: "job-1"}, nil
+}
+
+func (f *fakeDispatcher) ListJobs(context.Context) (*dispatcher.ListJobsResponse, error) {
+	return &dispatcher.ListJobsResponse{Jobs: []*dispatcher.JobSummary{{JobId: "job-1", Name: "wc", State: "RUNNING", StartTimeMs: 1000}}}, nil
+}
+
+func (f *fakeDispatcher) GetJob(_ context.Context, id string) (*dispatcher.JobDetails, error) {
+	if id != "job-1" {
+		return nil, rpcerr.ToWire(rpcerr.Errorf(rpcerr.ErrJobNotFound, "job %q not found", id))
+	}
+	if f.hang > 0 {
+		time.Sleep(f.hang)
+	}
+	return f.details("RUNNING"), nil
+}
+
+func (f *fakeDispatcher) details(state string) *dispatcher.JobDetails {
+	return &dispatcher.JobDetails{
+		Summary: &dispatcher.JobSummary{JobId: "job-1", State: state, StartTimeMs: 1000},
+		Vertices: []*dispatcher.VertexStatus{{Id: 1, Name: "src", Parallelism: 2, Subtasks: []*dispatcher.SubtaskStatus{
+			{Index: 0, State: state, TaskManager: "tm-a"}, {Index: 1, State: state, TaskManager: "tm-b"},
+		}}},
+	}
+}
+
+func (f *fakeDispatcher) CancelJob(context.Context, string) error { return nil }
+
+func (f *fakeDispatcher) WaitJob(_ context.Context, req *dispatcher.WaitJobRequest) (*dispatcher.JobResult_, error) {
+	f.mu.Lock()
+	f.lastWaitMs = req.TimeoutMs
+	f.mu.Unlock()
+	n := f.polls.Add(1)
+	if n < f.finishAfter {
+		return &dispatcher.JobResult_{Details: f.details("RUNNING")}, nil
+	}
+	return &dispatcher.JobResult_{
+		Details:      f.details("FINISHED"),
+		Records:      [][]byte{[]byte("a\t1"), []byte("b\t2")},
+		Accumulators: map[string]int64{"lines": 2},
+		DurationMs:   1500,
+	}, nil
+}
+
+func (f *fakeDispatcher) Overview(context.Context) (*dispatcher.ClusterOverview, error) {
+	return &dispatcher.ClusterOverview{
+		TaskManagers: []*dispatcher.TaskManagerInfo{{ResourceId: "tm-a", Address: "127.0.0.1:1", SlotsTotal: 4, SlotsFree: 3}},
+		SlotsTotal:   4, SlotsFree: 3, JobsByState: map[string]int32{"RUNNING": 1},
+	}, nil
+}
+
+func start(t *testing.T, f *fakeDispatcher) string {
+	t.Helper()
+	srv, err := rpcserver.Start(context.Background(), rpcserver.Config{Addr: "127.0.0.1:0"},
+		func(s server.Server) error { return dispsvc.RegisterService(s, f) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return srv.Addr()
+}
+
+func TestClientCalls(t *testing.T) {
+	f := &fakeDispatcher{finishAfter: 3}
+	c, err := client.New(start(t, f), client.WithPollInterval(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+
+	if d, err := c.UploadModule(ctx, []byte("\x00asm\x01\x00\x00\x00")); err != nil || d != "sha256-abc" {
+		t.Fatalf("UploadModule = %q, %v", d, err)
+	}
+	_, err = c.UploadModule(ctx, []byte("not wasm"))
+	if !errors.Is(err, client.ErrInvalidModule) || !errors.Is(err, client.ErrInvalidArgument) {
+		t.Fatalf("UploadModule(not wasm) = %v; want ErrInvalidModule and ErrInvalidArgument", err)
+	}
+	if id, err := c.SubmitJob(ctx, client.JobSpec{ModuleDigest: "sha256-abc", Parallelism: 2}); err != nil || id != "job-1" {
+		t.Fatalf("SubmitJob = %q, %v", id, err)
+	}
+	_, err = c.SubmitJob(ctx, client.JobSpec{ModuleDigest: "sha256-abc", Parallelism: 1000})
+	if !errors.Is(err, client.ErrNotEnoughSlots) || !errors.Is(err, client.ErrResourceExhausted) {
+		t.Fatalf("SubmitJob(p=1000) = %v; want ErrNotEnoughSlots", err)
+	}
+	jobs, err := c.ListJobs(ctx)
+	if err != nil || len(jobs) != 1 || jobs[0].ID != "job-1" || jobs[0].Start.UnixMilli() != 1000 || !jobs[0].End.IsZero() {
+		t.Fatalf("ListJobs = %+v, %v", jobs, err)
+	}
+	_, err = c.GetJob(ctx, "nope")
+	if !errors.Is(err, client.ErrJobNotFound) || !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("GetJob(nope) = %v; want ErrJobNotFound", err)
+	}
+	d, err := c.GetJob(ctx, "job-1")
+	if err != nil || len(d.Vertices) != 1 || len(d.Vertices[0].Subtasks) != 2 || d.Vertices[0].Subtasks[1].TaskManager != "tm-b" {
+		t.Fatalf("GetJob = %+v, %v", d, err)
+	}
+	if err := c.CancelJob(ctx, "job-1"); err != nil {
+		t.Fatal(err)
+	}
+	ov, err := c.Overview(ctx)
+	if err != nil || ov.SlotsTotal != 4 || ov.SlotsFree != 3 || ov.JobsByState["RUNNING"] != 1 || ov.TaskManagers[0].ResourceID != "tm-a" {
+		t.Fatalf("Overview = %+v, %v", ov, err)
+	}
+
+	r, err := c.WaitJob(ctx, "job-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.State != client.StateFinished || len(r.Records) != 2 || r.Accumulators["lines"] != 2 || r.Duration != 1500*time.Millisecond {
+		t.Fatalf("WaitJob = %+v", r)
+	}
+	if n := f.polls.Load(); n != 3 {
+		t.Errorf("WaitJob polled %d times; want 3 (it long-polls until FINISHED)", n)
+	}
+	if f.lastWaitMs != 50 {
+		t.Errorf("server-side wait = %dms; want the poll interval 50ms", f.lastWaitMs)
+	}
+}
+
+func TestClientTimeoutAndUnavailable(t *testing.T) {
+	f := &fakeDispatcher{hang: 2 * time.Second}
+	c, err := client.New(start(t, f), client.WithTimeout(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = c.GetJob(context.Background(), "job-1")
+	if !errors.Is(err, client.ErrDeadlineExceeded) {
+		t.Fatalf("GetJob on a hung server = %v; want ErrDeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("timed out after %v; want about 200ms", d)
+	}
+
+	// Nobody listens on this address.
+	c2, err := client.New("127.0.0.1:1", client.WithTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c2.ListJobs(context.Background()); !errors.Is(err, client.ErrUnavailable) {
+		t.Fatalf("ListJobs on a closed port = %v; want ErrUnavailable", err)
+	}
+	// WaitJob keeps retrying an unreachable JobManager until its context ends.
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := c2.WaitJob(ctx, "job-1"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitJob on a closed port = %v; want the context's deadline", err)
+	}
+}
+
+func TestNewWithoutAddress(t *testing.T) {
+	if _, err := client.New(""); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Fatalf("New(\"\") = %v; want ErrInvalidArgument", err)
+	}
+}
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// Kitex keeps process-wide goroutines (timeout worker pool, shared
+		// tickers, load-balancer cache watchers, netpoll pollers) that no
+		// Close ends; everything else a test starts must be gone.
+		goleak.IgnoreAnyFunction("github.com/cloudwego/kitex/client.(*timeoutPool).createWorker.func1"),
+		goleak.IgnoreAnyFunction("github.com/cloudwego/kitex/client.(*timeoutPool).createTicker.func1"),
+		goleak.IgnoreAnyFunction("github.com/cloudwego/kitex/pkg/loadbalance/lbcache.(*BalancerFactory).watcher"),
+		goleak.IgnoreAnyFunction("github.com/cloudwego/kitex/pkg/utils.(*SharedTicker).Tick"),
+		goleak.IgnoreAnyFunction("github.com/cloudwego/netpoll.(*defaultPoll).Wait"),
+		goleak.IgnoreAnyFunction("github.com/bytedance/gopkg/util/gopool.(*worker).run.func1"),
+	)
+}

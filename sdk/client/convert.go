@@ -1,0 +1,103 @@
+package client
+
+import (
+	"time"
+
+	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/dispatcher"
+)
+
+func msTime(ms int64) time.Time {
+	if ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
+
+func summaryFromWire(s *dispatcher.JobSummary) JobSummary {
+	if s == nil {
+		return JobSummary{}
+	}
+	return JobSummary{
+		ID:    s.GetJobId(),
+		Name:  s.GetName(),
+		State: s.GetState(),
+		Start: msTime(s.GetStartTimeMs()),
+		End:   msTime(s.GetEndTimeMs()),
+	}
+}
+
+func detailsFromWire(d *dispatcher.JobDetails) JobDetails {
+	if d == nil {
+		return JobDetails{}
+	}
+	out := JobDetails{
+		JobSummary:   summaryFromWire(d.GetSummary()),
+		Failure:      d.GetFailure(),
+		Restarts:     int(d.GetRestarts()),
+		ModuleDigest: d.GetModuleDigest(),
+	}
+	if len(d.GetStateTimesMs()) > 0 {
+		out.StateTimes = make(map[string]time.Time, len(d.GetStateTimesMs()))
+		for s, ms := range d.GetStateTimesMs() {
+			out.StateTimes[s] = msTime(ms)
+		}
+	}
+	for _, v := range d.GetVertices() {
+		if v == nil {
+			continue
+		}
+		vs := VertexStatus{ID: int(v.GetId()), Name: v.GetName(), Parallelism: int(v.GetParallelism())}
+		for _, st := range v.GetSubtasks() {
+			if st == nil {
+				continue
+			}
+			vs.Subtasks = append(vs.Subtasks, SubtaskStatus{
+				Index:       int(st.GetIndex()),
+				State:       st.GetState(),
+				TaskManager: st.GetTaskManager(),
+				Attempt:     int(st.GetAttempt()),
+				Failure:     st.GetFailure(),
+			})
+		}
+		out.Vertices = append(out.Vertices, vs)
+	}
+	return out
+}
+
+func resultFromWire(r *dispatcher.JobResult_) JobResult {
+	if r == nil {
+		return JobResult{}
+	}
+	return JobResult{
+		JobDetails:   detailsFromWire(r.GetDetails()),
+		Records:      r.GetRecords(),
+		Accumulators: r.GetAccumulators(),
+		Duration:     time.Duration(r.GetDurationMs()) * time.Millisecond,
+	}
+}
+
+func overviewFromWire(o *dispatcher.ClusterOverview) Overview {
+	if o == nil {
+		return Overview{}
+	}
+	out := Overview{SlotsTotal: int(o.GetSlotsTotal()), SlotsFree: int(o.GetSlotsFree())}
+	if len(o.GetJobsByState()) > 0 {
+		out.JobsByState = make(map[string]int, len(o.GetJobsByState()))
+		for s, n := range o.GetJobsByState() {
+			out.JobsByState[s] = int(n)
+		}
+	}
+	for _, tm := range o.GetTaskManagers() {
+		if tm == nil {
+			continue
+		}
+		out.TaskManagers = append(out.TaskManagers, TaskManagerInfo{
+			ResourceID:  tm.GetResourceId(),
+			Address:     tm.GetAddress(),
+			DataAddress: tm.GetDataAddress(),
+			SlotsTotal:  int(tm.GetSlotsTotal()),
+			SlotsFree:   int(tm.GetSlotsFree()),
+		})
+	}
+	return out
+}

@@ -1,0 +1,27 @@
+// Package executor is the TaskManager's domain: the slot table, the life of
+// each deployed task (deploy, run, report, cancel), the compiled-module cache
+// and the registration and heartbeat loop with the ResourceManager.
+//
+// It talks to the JobManager only through the small interfaces in
+// remote.go, which tm/rpc implements over Kitex; it must not import
+// idl/kitex_gen or jm.
+//
+// # Task states
+//
+//	    DeployTask
+//	        │
+//	        ▼
+//	   DEPLOYING ──(module fetched, inputs wired)──▶ RUNNING
+//	        │                                          │
+//	        │          ┌──────────────┬────────────────┤
+//	        ▼          ▼              ▼                ▼
+//	      FAILED    FAILED        CANCELED          FINISHED
+//	(bad module)  (trap, limit)  (CancelTask,      (sources ended,
+//	                              FreeSlot, stale   drained; carries
+//	                              attempt, JM lost) accumulators and
+//	                                                collected records)
+//
+// Every state is reported to the task's JobMaster in order, with the task's
+// fencing token; a JobMaster that answers "stale" or "not found" no longer
+// wants the task, and it is canceled.
+package executor

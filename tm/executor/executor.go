@@ -1,0 +1,452 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/blob"
+	"github.com/sluicehq/sluice/internal/jobgraph"
+	"github.com/sluicehq/sluice/tm/exchange"
+	"github.com/sluicehq/sluice/tm/task"
+	"github.com/sluicehq/sluice/wasmhost"
+)
+
+// Deployment is one task the JobMaster asks this TaskManager to run.
+type Deployment struct {
+	Fencing          FencingToken
+	ExecutionID      string
+	JobID            string
+	Tenant           string
+	ModuleDigest     string
+	Args             []string
+	Chain            []jobgraph.Vertex // head first, host connectors included
+	Subtask          int
+	Parallelism      int
+	MaxParallelism   int
+	Inputs           []exchange.InputSpec
+	Outputs          []exchange.OutputSpec
+	AllocationID     string
+	JobMasterAddress string
+	Config           map[string]string
+}
+
+// Config configures an Executor.
+type Config struct {
+	Slots      int
+	Runtime    *wasmhost.Runtime
+	Blob       blob.Store
+	Exchange   *exchange.Manager
+	JobMasters JobMasters
+	// CacheDir keeps downloaded module bytes by digest; "" keeps them in
+	// memory only (compiled modules are cached by the wasmhost runtime).
+	CacheDir string
+	Logger   *slog.Logger
+	// ReportTimeout bounds the retries of one task state report; 0 means 30s.
+	ReportTimeout time.Duration
+}
+
+// Executor owns the slots and tasks of one TaskManager.
+//
+// Lock order: Executor.mu, then nothing; no RPC or blocking call happens
+// while it is held.
+type Executor struct {
+	cfg     Config
+	log     *slog.Logger
+	modules *ModuleCache
+
+	ctx    context.Context // canceled by Close: the parent of every task
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu           sync.Mutex
+	closed       bool
+	registration string // current registration id; "" when not registered
+	slots        []slot
+	byAlloc      map[string]int          // allocation id -> slot index
+	tasks        map[string]*runningTask // execution id -> task
+	fencing      map[string]FencingToken // job id -> newest token seen
+}
+
+type slot struct {
+	allocationID string
+	jobID        string
+}
+
+type runningTask struct {
+	d      Deployment
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New returns an Executor with cfg.Slots free slots.
+func New(cfg Config) *Executor {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.ReportTimeout <= 0 {
+		cfg.ReportTimeout = 30 * time.Second
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Executor{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		modules: NewModuleCache(cfg.Runtime, cfg.Blob, cfg.CacheDir),
+		ctx:     ctx,
+		cancel:  cancel,
+		slots:   make([]slot, cfg.Slots),
+		byAlloc: make(map[string]int),
+		tasks:   make(map[string]*runningTask),
+		fencing: make(map[string]FencingToken),
+	}
+}
+
+// Modules is the executor's module cache (fetch, verify, compile, keep).
+func (e *Executor) Modules() *ModuleCache { return e.modules }
+
+// DeployTask checks d against the slot table and the job's fencing token and
+// starts the task; it returns once the task is accepted, before the module
+// is fetched. Progress is reported to d.JobMasterAddress.
+//
+// # Errors
+//
+// ErrInvalidDeployment, ErrStaleFencing, ErrSlotMismatch, ErrNoFreeSlot,
+// ErrUnavailable. Deploying an execution id that is already running with the
+// same token is a no-op, so a retried RPC does not start a second copy.
+func (e *Executor) DeployTask(_ context.Context, d Deployment) error {
+	if err := validateDeployment(&d); err != nil {
+		return err
+	}
+
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return ErrUnavailable
+	}
+	if t, ok := e.tasks[d.ExecutionID]; ok {
+		e.mu.Unlock()
+		if t.d.Fencing == d.Fencing {
+			return nil
+		}
+		return fmt.Errorf("%w: execution %s is already running under attempt %d", ErrInvalidDeployment, d.ExecutionID, t.d.Fencing.Attempt)
+	}
+	stale, err := e.checkFencingLocked(d.Fencing)
+	if err != nil {
+		e.mu.Unlock()
+		return err
+	}
+	idx, ok := e.byAlloc[d.AllocationID]
+	if ok {
+		if s := e.slots[idx]; s.jobID != d.JobID {
+			e.mu.Unlock()
+			return fmt.Errorf("%w: allocation %s holds job %s, not %s", ErrSlotMismatch, d.AllocationID, s.jobID, d.JobID)
+		}
+	} else {
+		idx = -1
+		for i := range e.slots {
+			if e.slots[i].allocationID == "" {
+				idx = i
+				break
+			}
+		}
+		if idx < 0 {
+			e.mu.Unlock()
+			return fmt.Errorf("%w: all %d slots are allocated (allocation %s)", ErrNoFreeSlot, len(e.slots), d.AllocationID)
+		}
+		e.slots[idx] = slot{allocationID: d.AllocationID, jobID: d.JobID}
+		e.byAlloc[d.AllocationID] = idx
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	t := &runningTask{d: d, cancel: cancel, done: make(chan struct{})}
+	e.tasks[d.ExecutionID] = t
+	e.wg.Add(1)
+	e.mu.Unlock()
+
+	for _, s := range stale {
+		e.log.Info("canceling task of an older attempt", "job", s.d.JobID, "task", s.d.ExecutionID,
+			"attempt", s.d.Fencing.Attempt, "new_attempt", d.Fencing.Attempt)
+		s.cancel()
+	}
+	go e.run(ctx, t)
+	return nil
+}
+
+// checkFencingLocked accepts tok if it is not older than the newest token
+// seen for its job, records it, and returns the tasks of older attempts,
+// which the caller cancels. A token from another leader session replaces the
+// old one: the JobManager that deploys now is the leader.
+func (e *Executor) checkFencingLocked(tok FencingToken) ([]*runningTask, error) {
+	known, ok := e.fencing[tok.JobID]
+	if ok && known.LeaderSession == tok.LeaderSession && tok.Attempt < known.Attempt {
+		return nil, fmt.Errorf("%w: job %s attempt %d, but attempt %d is current", ErrStaleFencing, tok.JobID, tok.Attempt, known.Attempt)
+	}
+	if ok && known == tok {
+		return nil, nil
+	}
+	e.fencing[tok.JobID] = tok
+	var stale []*runningTask
+	for _, t := range e.tasks {
+		if t.d.JobID == tok.JobID && t.d.Fencing != tok {
+			stale = append(stale, t)
+		}
+	}
+	return stale, nil
+}
+
+// CancelTask stops a task: its context is canceled, which ends a guest call
+// in progress (wazero closes the module on context done), and the task
+// reports CANCELED. Canceling an unknown or already ended execution is not
+// an error.
+//
+// # Errors
+//
+// ErrStaleFencing when tok is older than the task's.
+func (e *Executor) CancelTask(_ context.Context, tok FencingToken, executionID string) error {
+	e.mu.Lock()
+	t, ok := e.tasks[executionID]
+	e.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	if tok.JobID != t.d.Fencing.JobID ||
+		(tok.LeaderSession == t.d.Fencing.LeaderSession && tok.Attempt < t.d.Fencing.Attempt) {
+		return fmt.Errorf("%w: cannot cancel %s (job %s attempt %d) with job %s attempt %d",
+			ErrStaleFencing, executionID, t.d.JobID, t.d.Fencing.Attempt, tok.JobID, tok.Attempt)
+	}
+	e.log.Info("canceling task", "job", t.d.JobID, "task", executionID)
+	t.cancel()
+	return nil
+}
+
+// FreeSlot returns the allocation's slot to the pool, canceling any task
+// still running in it. Freeing an unknown allocation is not an error.
+func (e *Executor) FreeSlot(_ context.Context, allocationID string) error {
+	e.mu.Lock()
+	idx, ok := e.byAlloc[allocationID]
+	var victims []*runningTask
+	if ok {
+		delete(e.byAlloc, allocationID)
+		e.slots[idx] = slot{}
+		for _, t := range e.tasks {
+			if t.d.AllocationID == allocationID {
+				victims = append(victims, t)
+			}
+		}
+	}
+	e.mu.Unlock()
+	for _, t := range victims {
+		e.log.Info("slot freed with a task running: canceling it", "job", t.d.JobID, "task", t.d.ExecutionID)
+		t.cancel()
+	}
+	return nil
+}
+
+// Reset cancels every task and frees every slot: the JobManager no longer
+// knows this TaskManager (it restarted, or declared it dead), so nothing it
+// deployed here may go on.
+func (e *Executor) Reset(reason string) {
+	e.mu.Lock()
+	victims := make([]*runningTask, 0, len(e.tasks))
+	for _, t := range e.tasks {
+		victims = append(victims, t)
+	}
+	for i := range e.slots {
+		e.slots[i] = slot{}
+	}
+	clear(e.byAlloc)
+	clear(e.fencing)
+	e.mu.Unlock()
+	if len(victims) > 0 {
+		e.log.Warn("canceling every task", "reason", reason, "tasks", len(victims))
+	}
+	for _, t := range victims {
+		t.cancel()
+	}
+}
+
+// SlotReport returns the state of every slot, in slot order.
+func (e *Executor) SlotReport() []SlotStatus {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]SlotStatus, len(e.slots))
+	for i, s := range e.slots {
+		out[i] = SlotStatus{Index: i, AllocationID: s.allocationID, JobID: s.jobID}
+	}
+	return out
+}
+
+// Metrics returns counters for the heartbeat.
+func (e *Executor) Metrics() map[string]int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	free := 0
+	for _, s := range e.slots {
+		if s.allocationID == "" {
+			free++
+		}
+	}
+	return map[string]int64{
+		"tasks_running": int64(len(e.tasks)),
+		"slots_free":    int64(free),
+	}
+}
+
+// RunningTasks returns the execution ids of the tasks that have not ended.
+func (e *Executor) RunningTasks() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ids := make([]string, 0, len(e.tasks))
+	for id := range e.tasks {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// Close cancels every task and waits, until ctx ends, for them to stop and
+// for their final reports to be sent or given up.
+func (e *Executor) Close(ctx context.Context) error {
+	e.mu.Lock()
+	e.closed = true
+	e.mu.Unlock()
+	e.Reset("task manager shutting down")
+	done := make(chan struct{})
+	go func() { e.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		e.cancel()
+		return nil
+	case <-ctx.Done():
+		e.cancel() // give up on reports still retrying
+		<-done
+		return fmt.Errorf("close executor: %w", ctx.Err())
+	}
+}
+
+// run is the owner goroutine of one task.
+func (e *Executor) run(ctx context.Context, t *runningTask) {
+	defer e.wg.Done()
+	d := t.d
+	log := e.log.With("job", d.JobID, "task", d.ExecutionID, "tenant", d.Tenant)
+	rep := newReporter(e.ctx, e.cfg.JobMasters, d, e.cfg.ReportTimeout, log, t.cancel)
+	// The task leaves the table as soon as it stops running (before its
+	// final report, so nothing waits on a slow JobMaster for it).
+	var removeOnce sync.Once
+	remove := func() {
+		removeOnce.Do(func() {
+			t.cancel()
+			e.mu.Lock()
+			delete(e.tasks, d.ExecutionID)
+			e.mu.Unlock()
+			close(t.done)
+		})
+	}
+	defer remove()
+
+	rep.send(TaskStateUpdate{State: StateDeploying})
+	res, err := e.runTask(ctx, d, log, func() { rep.send(TaskStateUpdate{State: StateRunning}) })
+	var final TaskStateUpdate
+	switch {
+	case err == nil:
+		final = TaskStateUpdate{State: StateFinished, Accumulators: res.Accumulators, Collected: res.Collected}
+		log.Info("task finished", "collected", len(res.Collected))
+	case ctx.Err() != nil:
+		// Asked to stop: whatever the guest call returned on the way out
+		// (wazero closes the module when the context ends) is not a failure.
+		final = TaskStateUpdate{State: StateCanceled}
+		log.Info("task canceled")
+	default:
+		final = TaskStateUpdate{State: StateFailed, Failure: Describe(err)}
+		log.Warn("task failed", "err", err)
+	}
+	remove()
+	rep.send(final)
+	rep.close()
+}
+
+// runTask runs task.Run, turning a panic into a task failure so one task
+// never takes the TaskManager down.
+func (e *Executor) runTask(ctx context.Context, d Deployment, log *slog.Logger, onRunning func()) (res task.Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("task %s panicked: %v\n%s", d.ExecutionID, r, debug.Stack())
+		}
+	}()
+	spec := task.Spec{
+		ExecutionID:    d.ExecutionID,
+		JobID:          d.JobID,
+		Tenant:         d.Tenant,
+		ModuleDigest:   d.ModuleDigest,
+		Args:           d.Args,
+		Chain:          d.Chain,
+		Subtask:        d.Subtask,
+		Parallelism:    d.Parallelism,
+		MaxParallelism: d.MaxParallelism,
+		Inputs:         d.Inputs,
+		Outputs:        d.Outputs,
+		Config:         d.Config,
+	}
+	deps := task.Deps{
+		Runtime:   e.cfg.Runtime,
+		Modules:   e.modules,
+		Blob:      e.cfg.Blob,
+		Exchange:  e.cfg.Exchange,
+		Logger:    log,
+		OnRunning: onRunning,
+	}
+	if len(d.Chain) > 0 && d.Chain[0].Connector == jobgraph.ConnectorText {
+		deps.Splits = &splitSource{jms: e.cfg.JobMasters, d: d, vertexID: d.Chain[0].ID}
+	}
+	return task.Run(ctx, spec, deps)
+}
+
+// Describe renders a task failure for the JobMaster and `sluice status`:
+// the error, which for a guest failure carries the function, the Wasm stack
+// trace and the guest's stderr, plus the full module digest.
+func Describe(err error) string {
+	msg := err.Error()
+	var ge *wasmhost.GuestError
+	if errors.As(err, &ge) && ge.Digest != "" && !strings.Contains(msg, ge.Digest) {
+		msg += "\nmodule: " + ge.Digest
+	}
+	return msg
+}
+
+func validateDeployment(d *Deployment) error {
+	var probs []string
+	if d.ExecutionID == "" {
+		probs = append(probs, "no execution id")
+	}
+	if d.JobID == "" {
+		probs = append(probs, "no job id")
+	}
+	if d.Fencing.JobID != d.JobID {
+		probs = append(probs, fmt.Sprintf("fencing token is for job %q, not %q", d.Fencing.JobID, d.JobID))
+	}
+	if d.AllocationID == "" {
+		probs = append(probs, "no allocation id")
+	}
+	if d.ModuleDigest == "" {
+		probs = append(probs, "no module digest")
+	}
+	if d.JobMasterAddress == "" {
+		probs = append(probs, "no jobmaster address")
+	}
+	if len(d.Chain) == 0 {
+		probs = append(probs, "empty operator chain")
+	}
+	if d.Parallelism < 1 || d.Subtask < 0 || d.Subtask >= d.Parallelism {
+		probs = append(probs, fmt.Sprintf("subtask %d of parallelism %d", d.Subtask, d.Parallelism))
+	}
+	if d.MaxParallelism < d.Parallelism {
+		probs = append(probs, fmt.Sprintf("max parallelism %d below parallelism %d", d.MaxParallelism, d.Parallelism))
+	}
+	if len(probs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrInvalidDeployment, strings.Join(probs, "; "))
+}

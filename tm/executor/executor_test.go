@@ -1,0 +1,324 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/sluicehq/sluice/blob"
+	"github.com/sluicehq/sluice/internal/jobgraph"
+	"github.com/sluicehq/sluice/internal/rpcerr"
+	"github.com/sluicehq/sluice/internal/testutil"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeJMs records task state updates; reject makes it answer ErrRejected.
+type fakeJMs struct {
+	mu      sync.Mutex
+	updates map[string][]TaskStateUpdate
+	reject  bool
+	fail    int // fail this many updates with a retryable error first
+}
+
+func (f *fakeJMs) UpdateTaskState(_ context.Context, _ string, u TaskStateUpdate) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail > 0 {
+		f.fail--
+		return rpcerr.Errorf(rpcerr.ErrUnavailable, "rpc: connection refused")
+	}
+	if f.reject {
+		return fmt.Errorf("%w: %w", ErrRejected, rpcerr.Errorf(rpcerr.ErrStaleFencingToken, "stale"))
+	}
+	if f.updates == nil {
+		f.updates = map[string][]TaskStateUpdate{}
+	}
+	f.updates[u.ExecutionID] = append(f.updates[u.ExecutionID], u)
+	return nil
+}
+
+func (f *fakeJMs) NextSplit(context.Context, string, SplitRequest) (InputSplit, bool, error) {
+	return InputSplit{}, true, nil
+}
+
+func (f *fakeJMs) states(exec string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, u := range f.updates[exec] {
+		out = append(out, u.State)
+	}
+	return out
+}
+
+func (f *fakeJMs) final(exec string) (TaskStateUpdate, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	us := f.updates[exec]
+	if len(us) == 0 {
+		return TaskStateUpdate{}, false
+	}
+	u := us[len(us)-1]
+	switch u.State {
+	case StateFinished, StateFailed, StateCanceled:
+		return u, true
+	}
+	return TaskStateUpdate{}, false
+}
+
+func newExecutor(t *testing.T, slots int, jms JobMasters) *Executor {
+	t.Helper()
+	store, err := blob.Open(context.Background(), "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := New(Config{Slots: slots, Blob: store, JobMasters: jms, Logger: slog.New(slog.DiscardHandler), ReportTimeout: 5 * time.Second})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := e.Close(ctx); err != nil {
+			t.Error(err)
+		}
+		store.Close()
+	})
+	return e
+}
+
+// deployment of a task whose module does not exist: it ends FAILED at once,
+// which is all the slot-table tests need.
+func deployment(job, exec, alloc string, attempt int64) Deployment {
+	return Deployment{
+		Fencing:          FencingToken{LeaderSession: "s1", JobID: job, Attempt: attempt},
+		ExecutionID:      exec,
+		JobID:            job,
+		Tenant:           "default",
+		ModuleDigest:     "sha256-" + fmt.Sprintf("%064d", 0),
+		Chain:            []jobgraph.Vertex{{ID: 1, Name: "src", Kind: jobgraph.KindSource}},
+		Subtask:          0,
+		Parallelism:      1,
+		MaxParallelism:   128,
+		AllocationID:     alloc,
+		JobMasterAddress: "jm:1",
+	}
+}
+
+func TestDeployValidates(t *testing.T) {
+	e := newExecutor(t, 1, &fakeJMs{})
+	tests := []struct {
+		name string
+		mod  func(*Deployment)
+		want string
+	}{
+		{"no execution id", func(d *Deployment) { d.ExecutionID = "" }, "no execution id"},
+		{"no allocation", func(d *Deployment) { d.AllocationID = "" }, "no allocation id"},
+		{"token for another job", func(d *Deployment) { d.Fencing.JobID = "other" }, "fencing token is for job"},
+		{"empty chain", func(d *Deployment) { d.Chain = nil }, "empty operator chain"},
+		{"subtask out of range", func(d *Deployment) { d.Subtask = 3 }, "subtask 3 of parallelism 1"},
+		{"no jobmaster", func(d *Deployment) { d.JobMasterAddress = "" }, "no jobmaster address"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := deployment("j", "x", "a", 0)
+			tt.mod(&d)
+			err := e.DeployTask(context.Background(), d)
+			if !errors.Is(err, ErrInvalidDeployment) || !errors.Is(err, rpcerr.ErrInvalidArgument) {
+				t.Fatalf("err = %v; want ErrInvalidDeployment", err)
+			}
+			if !contains(err.Error(), tt.want) {
+				t.Errorf("err = %v; want it to mention %q", err, tt.want)
+			}
+			if r := e.SlotReport(); r[0].AllocationID != "" {
+				t.Errorf("a rejected deployment took a slot: %+v", r)
+			}
+		})
+	}
+}
+
+func contains(s, sub string) bool { return len(sub) == 0 || (len(s) >= len(sub) && index(s, sub) >= 0) }
+
+func index(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestSlotTable(t *testing.T) {
+	jms := &fakeJMs{}
+	e := newExecutor(t, 2, jms)
+	ctx := context.Background()
+
+	// Two tasks of one job share allocation a1 (slot sharing).
+	if err := e.DeployTask(ctx, deployment("j1", "j1.t0", "a1", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.DeployTask(ctx, deployment("j1", "j1.t1", "a1", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.DeployTask(ctx, deployment("j2", "j2.t0", "a2", 0)); err != nil {
+		t.Fatal(err)
+	}
+	rep := e.SlotReport()
+	if rep[0].AllocationID != "a1" || rep[0].JobID != "j1" || rep[1].AllocationID != "a2" || rep[1].JobID != "j2" {
+		t.Fatalf("slot report = %+v", rep)
+	}
+	// No third slot.
+	if err := e.DeployTask(ctx, deployment("j3", "j3.t0", "a3", 0)); !errors.Is(err, ErrNoFreeSlot) || !errors.Is(err, rpcerr.ErrResourceExhausted) {
+		t.Fatalf("deploy into a full task manager: %v; want ErrNoFreeSlot", err)
+	}
+	// An allocation belongs to one job.
+	if err := e.DeployTask(ctx, deployment("j3", "j3.t0", "a1", 0)); !errors.Is(err, ErrSlotMismatch) {
+		t.Fatalf("deploy of another job into a1: %v; want ErrSlotMismatch", err)
+	}
+
+	// Every task reports DEPLOYING first and one terminal state last.
+	for _, ex := range []string{"j1.t0", "j1.t1", "j2.t0"} {
+		testutil.Eventually(t, 10*time.Second, func() bool { _, ok := jms.final(ex); return ok }, "task %s never ended", ex)
+		st := jms.states(ex)
+		if st[0] != StateDeploying {
+			t.Errorf("%s reported %v; want DEPLOYING first", ex, st)
+		}
+	}
+	// Tasks that ended keep their slot until the JobMaster frees it.
+	if rep := e.SlotReport(); rep[0].AllocationID != "a1" {
+		t.Fatalf("slot freed before FreeSlot: %+v", rep)
+	}
+	if err := e.FreeSlot(ctx, "a1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.FreeSlot(ctx, "a1"); err != nil {
+		t.Fatalf("freeing twice: %v; want nil (idempotent)", err)
+	}
+	if rep := e.SlotReport(); rep[0].AllocationID != "" || rep[1].AllocationID != "a2" {
+		t.Fatalf("after FreeSlot(a1): %+v", rep)
+	}
+	if err := e.DeployTask(ctx, deployment("j3", "j3.t0", "a3", 0)); err != nil {
+		t.Fatalf("deploy into the freed slot: %v", err)
+	}
+}
+
+func TestFencing(t *testing.T) {
+	e := newExecutor(t, 2, &fakeJMs{})
+	ctx := context.Background()
+	if err := e.DeployTask(ctx, deployment("j", "j.a1", "a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	// An older attempt of the job may no longer deploy or cancel.
+	if err := e.DeployTask(ctx, deployment("j", "j.a0", "a", 0)); !errors.Is(err, ErrStaleFencing) || !errors.Is(err, rpcerr.ErrStaleFencingToken) {
+		t.Fatalf("deploy with attempt 0 after 1: %v; want ErrStaleFencing", err)
+	}
+	// A newer attempt is accepted.
+	if err := e.DeployTask(ctx, deployment("j", "j.a2", "a", 2)); err != nil {
+		t.Fatal(err)
+	}
+	// A new leader session resets the attempt count.
+	d := deployment("j", "j.b0", "a", 0)
+	d.Fencing.LeaderSession = "s2"
+	if err := e.DeployTask(ctx, d); err != nil {
+		t.Fatalf("deploy from a new leader session: %v", err)
+	}
+	// Cancel with a token for another job is refused if the task runs;
+	// unknown executions are fine.
+	if err := e.CancelTask(ctx, FencingToken{LeaderSession: "s2", JobID: "j"}, "nope"); err != nil {
+		t.Fatalf("cancel of an unknown execution: %v", err)
+	}
+}
+
+func TestReporterRetriesAndRejection(t *testing.T) {
+	jms := &fakeJMs{fail: 3}
+	e := newExecutor(t, 1, jms)
+	if err := e.DeployTask(context.Background(), deployment("j", "j.t", "a", 0)); err != nil {
+		t.Fatal(err)
+	}
+	// Three refused connections later the updates still arrive, in order.
+	testutil.Eventually(t, 10*time.Second, func() bool { _, ok := jms.final("j.t"); return ok })
+	if st := jms.states("j.t"); st[0] != StateDeploying {
+		t.Fatalf("states = %v", st)
+	}
+}
+
+func TestDescribeGuestError(t *testing.T) {
+	if got := Describe(errors.New("plain")); got != "plain" {
+		t.Fatalf("Describe = %q", got)
+	}
+}
+
+// fakeRM counts registrations and heartbeats; known and fail steer it.
+type fakeRM struct {
+	registrations atomic.Int32
+	heartbeats    atomic.Int32
+	known         atomic.Bool
+	failRegister  atomic.Int32 // fail this many registrations first
+	failBeats     atomic.Bool
+	lastReport    atomic.Value // []SlotStatus
+}
+
+func (f *fakeRM) Register(_ context.Context, r Registration) (Registered, error) {
+	if f.failRegister.Load() > 0 {
+		f.failRegister.Add(-1)
+		return Registered{}, rpcerr.Errorf(rpcerr.ErrUnavailable, "rpc: connection refused")
+	}
+	n := f.registrations.Add(1)
+	f.known.Store(true)
+	f.lastReport.Store(r.SlotReport)
+	return Registered{RegistrationID: fmt.Sprint("r", n), HeartbeatInterval: 10 * time.Millisecond, HeartbeatTimeout: 200 * time.Millisecond}, nil
+}
+
+func (f *fakeRM) Heartbeat(_ context.Context, h Heartbeat) (bool, error) {
+	f.heartbeats.Add(1)
+	if f.failBeats.Load() {
+		return false, rpcerr.Errorf(rpcerr.ErrUnavailable, "rpc: connection refused")
+	}
+	return f.known.Load(), nil
+}
+
+func runRegistration(t *testing.T, e *Executor, rm ResourceManager) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.RunRegistration(ctx, rm, Registration{ResourceID: "tm1", RPCAddress: "127.0.0.1:1", DataAddress: "127.0.0.1:2", Slots: 2})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func TestRegistrationRetriesAndReregisters(t *testing.T) {
+	e := newExecutor(t, 2, &fakeJMs{})
+	rm := &fakeRM{}
+	rm.failRegister.Store(2)
+	runRegistration(t, e, rm)
+
+	// The JobManager is unreachable twice, then the registration succeeds
+	// and heartbeats flow.
+	testutil.Eventually(t, 5*time.Second, func() bool { _, ok := e.Registered(); return ok && rm.heartbeats.Load() > 3 })
+
+	// The ResourceManager forgets us (it restarted): we register again, and
+	// what ran here is gone (the slots are free in the new report).
+	if err := e.DeployTask(context.Background(), deployment("j", "j.t", "a", 0)); err != nil {
+		t.Fatal(err)
+	}
+	rm.known.Store(false)
+	testutil.Eventually(t, 5*time.Second, func() bool { return rm.registrations.Load() == 2 })
+	if rep := rm.lastReport.Load().([]SlotStatus); rep[0].AllocationID != "" {
+		t.Errorf("re-registration reported %+v; want every slot free", rep)
+	}
+
+	// Heartbeats fail for longer than the timeout: register again.
+	rm.failBeats.Store(true)
+	start := time.Now()
+	testutil.Eventually(t, 5*time.Second, func() bool { return rm.registrations.Load() == 3 })
+	if d := time.Since(start); d < 100*time.Millisecond {
+		t.Errorf("registered again after %v of failed heartbeats; want the 200ms timeout first", d)
+	}
+	rm.failBeats.Store(false)
+}

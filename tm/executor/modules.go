@@ -1,0 +1,151 @@
+package executor
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/sluicehq/sluice/blob"
+	"github.com/sluicehq/sluice/wasmhost"
+)
+
+// ModuleCache fetches job modules from the blob store (blob.GetModule
+// verifies the digest), compiles them once with the wasmhost runtime and
+// keeps the compiled module by digest, so every task of a job, and every
+// later job with the same module, starts without a download or a compile.
+// Downloaded bytes are also kept on disk under dir, verified again on read.
+//
+// Concurrent requests for one digest share one fetch and compile.
+type ModuleCache struct {
+	rt    *wasmhost.Runtime
+	store blob.Store
+	dir   string
+
+	mu      sync.Mutex
+	entries map[string]*moduleEntry // digest -> entry
+}
+
+type moduleEntry struct {
+	ready chan struct{}
+	mod   *wasmhost.Module
+	err   error
+}
+
+// NewModuleCache returns an empty cache; dir "" disables the disk copy.
+func NewModuleCache(rt *wasmhost.Runtime, store blob.Store, dir string) *ModuleCache {
+	return &ModuleCache{rt: rt, store: store, dir: dir, entries: make(map[string]*moduleEntry)}
+}
+
+// Module returns the compiled module with this digest, fetching it from the
+// tenant's modules in the blob store if needed. Failures are not cached.
+func (c *ModuleCache) Module(ctx context.Context, tenant, digest string) (*wasmhost.Module, error) {
+	c.mu.Lock()
+	e, ok := c.entries[digest]
+	if !ok {
+		e = &moduleEntry{ready: make(chan struct{})}
+		c.entries[digest] = e
+		c.mu.Unlock()
+		e.mod, e.err = c.load(ctx, tenant, digest)
+		if e.err != nil {
+			c.mu.Lock()
+			delete(c.entries, digest)
+			c.mu.Unlock()
+		}
+		close(e.ready)
+		return e.mod, e.err
+	}
+	c.mu.Unlock()
+	select {
+	case <-e.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if e.err != nil {
+		return c.Module(ctx, tenant, digest) // the loader failed; try ourselves
+	}
+	return e.mod, nil
+}
+
+// Len is the number of compiled modules held.
+func (c *ModuleCache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.entries)
+}
+
+func (c *ModuleCache) load(ctx context.Context, tenant, digest string) (*wasmhost.Module, error) {
+	wasm, err := c.bytes(ctx, tenant, digest)
+	if err != nil {
+		return nil, err
+	}
+	mod, err := c.rt.Compile(ctx, wasm)
+	if err != nil {
+		return nil, fmt.Errorf("compile module %s: %w", digest, err)
+	}
+	if mod.Digest() != digest {
+		return nil, fmt.Errorf("module %s: compiled digest is %s", digest, mod.Digest())
+	}
+	return mod, nil
+}
+
+func (c *ModuleCache) bytes(ctx context.Context, tenant, digest string) ([]byte, error) {
+	path := c.diskPath(digest)
+	if path != "" {
+		if b, err := os.ReadFile(path); err == nil && digestOf(b) == digest {
+			return b, nil
+		}
+	}
+	rc, err := blob.GetModule(ctx, c.store, tenant, digest)
+	if err != nil {
+		return nil, fmt.Errorf("fetch module %s: %w", digest, err)
+	}
+	// The reader verifies the digest when it reaches the end.
+	b, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil {
+		return nil, fmt.Errorf("fetch module %s: %w", digest, err)
+	}
+	if path != "" {
+		// Best effort: a failed write only costs a download next time.
+		_ = writeFileAtomic(path, b)
+	}
+	return b, nil
+}
+
+func (c *ModuleCache) diskPath(digest string) string {
+	if c.dir == "" || !strings.HasPrefix(digest, "sha256-") || strings.ContainsAny(digest, `/\.`) {
+		return ""
+	}
+	return filepath.Join(c.dir, digest+".wasm")
+}
+
+func digestOf(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256-" + hex.EncodeToString(sum[:])
+}
+
+func writeFileAtomic(path string, b []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}

@@ -1,0 +1,123 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/rpcerr"
+)
+
+// FencingToken identifies the JobMaster attempt allowed to command a task:
+// a JobManager leader session, a job and the job's attempt (restart count).
+type FencingToken struct {
+	LeaderSession string
+	JobID         string
+	Attempt       int64
+}
+
+// Task states reported to the JobMaster.
+const (
+	StateDeploying = "DEPLOYING"
+	StateRunning   = "RUNNING"
+	StateFinished  = "FINISHED"
+	StateCanceled  = "CANCELED"
+	StateFailed    = "FAILED"
+)
+
+// TaskStateUpdate is one task state change sent to the task's JobMaster.
+type TaskStateUpdate struct {
+	Fencing      FencingToken
+	ExecutionID  string
+	State        string
+	Failure      string           // FAILED: the root cause, with the guest's stack trace
+	Accumulators map[string]int64 // FINISHED
+	Collected    [][]byte         // FINISHED: collect-sink records
+}
+
+// SplitRequest asks a JobMaster for the next input split of a source subtask.
+type SplitRequest struct {
+	Fencing     FencingToken
+	ExecutionID string
+	VertexID    int
+	Subtask     int
+}
+
+// InputSplit is a byte range of one blob object.
+type InputSplit struct {
+	Key    string
+	Offset int64
+	Length int64
+}
+
+// JobMasters reaches the JobMaster of a job at the address its deployment
+// named. Implementations time out every call.
+type JobMasters interface {
+	UpdateTaskState(ctx context.Context, address string, u TaskStateUpdate) error
+	NextSplit(ctx context.Context, address string, req SplitRequest) (split InputSplit, done bool, err error)
+}
+
+// SlotStatus is one slot in a slot report.
+type SlotStatus struct {
+	Index        int
+	AllocationID string // empty when free
+	JobID        string
+}
+
+// Registration is what a TaskManager tells the ResourceManager about itself.
+type Registration struct {
+	ResourceID  string
+	RPCAddress  string
+	DataAddress string
+	Slots       int
+	CPUCores    int
+	MemoryBytes int64
+	SlotReport  []SlotStatus
+}
+
+// Registered is the ResourceManager's answer to a registration.
+type Registered struct {
+	RegistrationID    string
+	HeartbeatInterval time.Duration
+	HeartbeatTimeout  time.Duration
+}
+
+// Heartbeat is one periodic report to the ResourceManager.
+type Heartbeat struct {
+	ResourceID     string
+	RegistrationID string
+	SlotReport     []SlotStatus
+	Metrics        map[string]int64
+}
+
+// ResourceManager is the JobManager's ResourceManager as seen from a
+// TaskManager. Heartbeat answers known=false when the ResourceManager does
+// not know the registration (it restarted, or declared this TaskManager dead).
+type ResourceManager interface {
+	Register(ctx context.Context, r Registration) (Registered, error)
+	Heartbeat(ctx context.Context, h Heartbeat) (known bool, err error)
+}
+
+// Errors returned by the Executor. Each wraps the internal/rpcerr sentinel of
+// its class, so tm/rpc sends it with the right code and a client can test
+// for either with errors.Is.
+var (
+	// ErrInvalidDeployment: the deployment is malformed (missing ids, a chain
+	// that does not decode, a subtask out of range).
+	ErrInvalidDeployment = fmt.Errorf("invalid task deployment: %w", rpcerr.ErrInvalidArgument)
+	// ErrNoFreeSlot: every slot is allocated to another allocation.
+	ErrNoFreeSlot = fmt.Errorf("no free slot: %w", rpcerr.ErrResourceExhausted)
+	// ErrSlotMismatch: the allocation belongs to another job.
+	ErrSlotMismatch = fmt.Errorf("allocation belongs to another job: %w", rpcerr.ErrFailedPrecondition)
+	// ErrStaleFencing: the command comes from an older attempt of the job
+	// than one this TaskManager has already seen.
+	ErrStaleFencing = fmt.Errorf("older attempt: %w", rpcerr.ErrStaleFencingToken)
+	// ErrUnavailable: the TaskManager is shutting down.
+	ErrUnavailable = fmt.Errorf("task manager is shutting down: %w", rpcerr.ErrUnavailable)
+	// ErrRejected is wrapped by JobMasters implementations when the
+	// JobMaster refuses a call for good (a stale fencing token, an unknown
+	// job or execution, an invalid request): retrying cannot help, and the
+	// task it concerns is no longer wanted.
+	ErrRejected = errors.New("rejected by the job master")
+)

@@ -1,0 +1,138 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/jobmaster"
+	jmclient "github.com/sluicehq/sluice/idl/kitex_gen/sluice/jobmaster/jobmaster"
+	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/resourcemanager"
+	rmclient "github.com/sluicehq/sluice/idl/kitex_gen/sluice/resourcemanager/resourcemanager"
+	"github.com/sluicehq/sluice/internal/rpcerr"
+	"github.com/sluicehq/sluice/internal/rpcserver"
+	"github.com/sluicehq/sluice/tm/executor"
+)
+
+// ResourceManager calls the JobManager's ResourceManager service.
+type ResourceManager struct {
+	c rmclient.Client
+}
+
+var _ executor.ResourceManager = (*ResourceManager)(nil)
+
+// NewResourceManager returns a client for the ResourceManager at addr.
+func NewResourceManager(addr string, cfg rpcserver.ClientConfig) (*ResourceManager, error) {
+	c, err := rmclient.NewClient("resourcemanager", rpcserver.ClientOptions(addr, cfg)...)
+	if err != nil {
+		return nil, fmt.Errorf("resource manager client for %s: %w", addr, err)
+	}
+	return &ResourceManager{c: c}, nil
+}
+
+// Register registers the TaskManager.
+func (r *ResourceManager) Register(ctx context.Context, reg executor.Registration) (executor.Registered, error) {
+	resp, err := r.c.RegisterTaskManager(ctx, registrationToWire(reg))
+	if err != nil {
+		return executor.Registered{}, fmt.Errorf("register task manager: %w", rpcerr.FromCall(err))
+	}
+	return executor.Registered{
+		RegistrationID:    resp.GetRegistrationId(),
+		HeartbeatInterval: time.Duration(resp.GetHeartbeatIntervalMs()) * time.Millisecond,
+		HeartbeatTimeout:  time.Duration(resp.GetHeartbeatTimeoutMs()) * time.Millisecond,
+	}, nil
+}
+
+// Heartbeat sends one heartbeat.
+func (r *ResourceManager) Heartbeat(ctx context.Context, h executor.Heartbeat) (bool, error) {
+	resp, err := r.c.Heartbeat(ctx, &resourcemanager.HeartbeatRequest{
+		ResourceId:     h.ResourceID,
+		RegistrationId: h.RegistrationID,
+		SlotReport:     slotsToWire(h.SlotReport),
+		Metrics:        h.Metrics,
+	})
+	if err != nil {
+		return false, fmt.Errorf("heartbeat: %w", rpcerr.FromCall(err))
+	}
+	return resp.GetKnown(), nil
+}
+
+// JobMasters calls JobMasters by address, keeping one Kitex client per
+// address (a JobManager serves every JobMaster on its one port, so in
+// practice there is one).
+type JobMasters struct {
+	cfg rpcserver.ClientConfig
+
+	mu      sync.Mutex
+	clients map[string]jmclient.Client
+}
+
+var _ executor.JobMasters = (*JobMasters)(nil)
+
+// NewJobMasters returns an empty client pool.
+func NewJobMasters(cfg rpcserver.ClientConfig) *JobMasters {
+	return &JobMasters{cfg: cfg, clients: make(map[string]jmclient.Client)}
+}
+
+func (j *JobMasters) client(addr string) (jmclient.Client, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if c, ok := j.clients[addr]; ok {
+		return c, nil
+	}
+	c, err := jmclient.NewClient("jobmaster", rpcserver.ClientOptions(addr, j.cfg)...)
+	if err != nil {
+		return nil, fmt.Errorf("job master client for %s: %w", addr, err)
+	}
+	j.clients[addr] = c
+	return c, nil
+}
+
+// UpdateTaskState reports a task state.
+func (j *JobMasters) UpdateTaskState(ctx context.Context, addr string, u executor.TaskStateUpdate) error {
+	c, err := j.client(addr)
+	if err != nil {
+		return err
+	}
+	if err := c.UpdateTaskState(ctx, updateToWire(u)); err != nil {
+		return fmt.Errorf("report %s of %s: %w", u.State, u.ExecutionID, rejected(rpcerr.FromCall(err)))
+	}
+	return nil
+}
+
+// NextSplit asks for a source subtask's next input split.
+func (j *JobMasters) NextSplit(ctx context.Context, addr string, req executor.SplitRequest) (executor.InputSplit, bool, error) {
+	c, err := j.client(addr)
+	if err != nil {
+		return executor.InputSplit{}, false, err
+	}
+	resp, err := c.RequestNextSplit(ctx, &jobmaster.NextSplitRequest{
+		Fencing:     fencingToWire(req.Fencing),
+		ExecutionId: req.ExecutionID,
+		VertexId:    int32(req.VertexID),
+		Subtask:     int32(req.Subtask),
+	})
+	if err != nil {
+		return executor.InputSplit{}, false, rejected(rpcerr.FromCall(err))
+	}
+	if resp.GetDone() {
+		return executor.InputSplit{}, true, nil
+	}
+	sp := resp.GetSplit()
+	if sp == nil {
+		return executor.InputSplit{}, false, rpcerr.Errorf(rpcerr.ErrInternal, "job master answered neither a split nor done")
+	}
+	return executor.InputSplit{Key: sp.GetKey(), Offset: sp.GetOffset(), Length: sp.GetLength()}, false, nil
+}
+
+// rejected marks errors that retrying cannot fix with executor.ErrRejected.
+func rejected(err error) error {
+	switch {
+	case errors.Is(err, rpcerr.ErrStaleFencingToken), errors.Is(err, rpcerr.ErrNotFound),
+		errors.Is(err, rpcerr.ErrInvalidArgument), errors.Is(err, rpcerr.ErrFailedPrecondition):
+		return fmt.Errorf("%w: %w", executor.ErrRejected, err)
+	}
+	return err
+}

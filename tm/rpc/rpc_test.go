@@ -1,0 +1,188 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/common"
+	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/taskexecutor"
+	"github.com/sluicehq/sluice/internal/jobgraph"
+	"github.com/sluicehq/sluice/internal/rpcerr"
+	"github.com/sluicehq/sluice/tm/executor"
+)
+
+func TestDecodeChain(t *testing.T) {
+	for _, in := range []string{
+		`[{"id":1,"name":"src","kind":"source","connector":"text"},{"id":2,"name":"m","kind":"map"}]`,
+		` {"vertices":[{"id":1,"name":"src","kind":"source","connector":"text"},{"id":2,"name":"m","kind":"map"}]}`,
+	} {
+		vs, err := DecodeChain([]byte(in))
+		if err != nil || len(vs) != 2 || vs[0].Connector != jobgraph.ConnectorText || vs[1].Kind != jobgraph.KindMap {
+			t.Errorf("DecodeChain(%s) = %+v, %v", in, vs, err)
+		}
+	}
+	if _, err := DecodeChain([]byte("nope")); err == nil {
+		t.Error("DecodeChain(nope) succeeded")
+	}
+}
+
+func TestPartitionerRoundTrip(t *testing.T) {
+	for i, p := range partitioners {
+		if PartitionerToWire(p) != int32(i) {
+			t.Errorf("PartitionerToWire(%s) = %d", p, PartitionerToWire(p))
+		}
+	}
+	if PartitionerToWire("zigzag") != -1 {
+		t.Error("unknown partitioner has a wire number")
+	}
+}
+
+// recorder is an Executor that records what it was asked and returns err.
+type recorder struct {
+	d      executor.Deployment
+	tok    executor.FencingToken
+	exec   string
+	alloc  string
+	err    error
+	called bool
+}
+
+func (r *recorder) DeployTask(_ context.Context, d executor.Deployment) error {
+	r.called, r.d = true, d
+	return r.err
+}
+
+func (r *recorder) CancelTask(_ context.Context, tok executor.FencingToken, exec string) error {
+	r.called, r.tok, r.exec = true, tok, exec
+	return r.err
+}
+
+func (r *recorder) FreeSlot(_ context.Context, alloc string) error {
+	r.called, r.alloc = true, alloc
+	return r.err
+}
+
+func wireCode(t *testing.T, err error) common.ErrorCode {
+	t.Helper()
+	var se *common.SluiceError
+	if !errors.As(err, &se) {
+		t.Fatalf("handler returned %T %v; want *common.SluiceError", err, err)
+	}
+	return se.GetCode()
+}
+
+func TestDeployTaskHandler(t *testing.T) {
+	good := func() *taskexecutor.TaskDeployment {
+		return &taskexecutor.TaskDeployment{
+			Fencing:          &common.FencingToken{LeaderSession: "s", JobId: "j", Attempt: 2},
+			ExecutionId:      "j.t0",
+			JobId:            "j",
+			Tenant:           "default",
+			ModuleDigest:     "sha256-00",
+			Args_:            []string{"--input", "x"},
+			Chain:            []byte(`[{"id":1,"name":"src","kind":"source","connector":"text"},{"id":2,"name":"tok","kind":"flat_map"}]`),
+			Subtask:          1,
+			Parallelism:      2,
+			MaxParallelism:   128,
+			Inputs:           []*taskexecutor.InputSpec{{ResultId: "r0", Producers: 2}},
+			Outputs:          []*taskexecutor.ChannelSpec{{Partitioner: 1, Targets: []string{"a:1", "b:2"}, ResultId: "r1"}},
+			AllocationId:     "alloc",
+			JobmasterAddress: "jm:1",
+			Config:           map[string]string{"k": "v"},
+		}
+	}
+	rec := &recorder{}
+	h := NewTaskExecutor(rec)
+	if err := h.DeployTask(context.Background(), good()); err != nil {
+		t.Fatal(err)
+	}
+	d := rec.d
+	if d.Fencing != (executor.FencingToken{LeaderSession: "s", JobID: "j", Attempt: 2}) || d.ExecutionID != "j.t0" ||
+		len(d.Chain) != 2 || d.Chain[1].Kind != jobgraph.KindFlatMap || d.Subtask != 1 || d.Parallelism != 2 ||
+		len(d.Inputs) != 1 || d.Inputs[0].Producers != 2 || len(d.Outputs) != 1 || d.Outputs[0].Partitioner != jobgraph.Hash ||
+		len(d.Outputs[0].Targets) != 2 || d.AllocationID != "alloc" || d.JobMasterAddress != "jm:1" || d.Config["k"] != "v" {
+		t.Fatalf("deployment = %+v", d)
+	}
+
+	bad := []struct {
+		name string
+		mod  func(*taskexecutor.TaskDeployment)
+		want string
+	}{
+		{"no fencing", func(r *taskexecutor.TaskDeployment) { r.Fencing = nil }, "no fencing token"},
+		{"chain not json", func(r *taskexecutor.TaskDeployment) { r.Chain = []byte("{") }, "chain is not"},
+		{"unknown partitioner", func(r *taskexecutor.TaskDeployment) { r.Outputs[0].Partitioner = 9 }, "unknown partitioner 9"},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &recorder{}
+			req := good()
+			tt.mod(req)
+			err := NewTaskExecutor(rec).DeployTask(context.Background(), req)
+			if wireCode(t, err) != common.ErrorCode_INVALID_ARGUMENT || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v; want INVALID_ARGUMENT with %q", err, tt.want)
+			}
+			if rec.called {
+				t.Error("a malformed deployment reached the executor")
+			}
+		})
+	}
+
+	// Executor errors keep their code on the wire.
+	for _, tc := range []struct {
+		err  error
+		code common.ErrorCode
+	}{
+		{executor.ErrNoFreeSlot, common.ErrorCode_RESOURCE_EXHAUSTED},
+		{executor.ErrStaleFencing, common.ErrorCode_STALE_FENCING_TOKEN},
+		{executor.ErrSlotMismatch, common.ErrorCode_FAILED_PRECONDITION},
+		{executor.ErrUnavailable, common.ErrorCode_UNAVAILABLE},
+	} {
+		err := NewTaskExecutor(&recorder{err: tc.err}).DeployTask(context.Background(), good())
+		if got := wireCode(t, err); got != tc.code {
+			t.Errorf("%v went out as %v; want %v", tc.err, got, tc.code)
+		}
+		if back := rpcerr.FromWire(err.(*common.SluiceError)); !errors.Is(back, rpcerr.ErrInvalidArgument) && tc.code == common.ErrorCode_INVALID_ARGUMENT {
+			t.Errorf("round trip lost the code: %v", back)
+		}
+	}
+}
+
+func TestCancelAndFreeHandlers(t *testing.T) {
+	rec := &recorder{}
+	h := NewTaskExecutor(rec)
+	if err := h.CancelTask(context.Background(), &taskexecutor.CancelTaskRequest{Fencing: &common.FencingToken{JobId: "j", Attempt: 1}, ExecutionId: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if rec.exec != "x" || rec.tok.Attempt != 1 {
+		t.Fatalf("cancel reached the executor as %+v %q", rec.tok, rec.exec)
+	}
+	if err := h.CancelTask(context.Background(), &taskexecutor.CancelTaskRequest{ExecutionId: "x"}); wireCode(t, err) != common.ErrorCode_INVALID_ARGUMENT {
+		t.Fatalf("cancel without a token: %v", err)
+	}
+	if err := h.FreeSlot(context.Background(), "a"); err != nil || rec.alloc != "a" {
+		t.Fatalf("FreeSlot: %v %q", err, rec.alloc)
+	}
+	if err := h.FreeSlot(context.Background(), ""); wireCode(t, err) != common.ErrorCode_INVALID_ARGUMENT {
+		t.Fatalf("FreeSlot(\"\"): %v", err)
+	}
+}
+
+func TestRejectedClassification(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{rpcerr.Errorf(rpcerr.ErrStaleFencingToken, "old"), true},
+		{rpcerr.Errorf(rpcerr.ErrNotFound, "no such execution"), true},
+		{rpcerr.Errorf(rpcerr.ErrInvalidArgument, "bad"), true},
+		{rpcerr.Errorf(rpcerr.ErrUnavailable, "refused"), false},
+		{rpcerr.Errorf(rpcerr.ErrDeadlineExceeded, "slow"), false},
+	} {
+		if got := errors.Is(rejected(tc.err), executor.ErrRejected); got != tc.want {
+			t.Errorf("rejected(%v) = %v; want %v", tc.err, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,66 @@
+package rpc
+
+import (
+	"context"
+
+	"github.com/cloudwego/kitex/server"
+
+	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/taskexecutor"
+	tesvc "github.com/sluicehq/sluice/idl/kitex_gen/sluice/taskexecutor/taskexecutor"
+	"github.com/sluicehq/sluice/internal/rpcerr"
+	"github.com/sluicehq/sluice/internal/rpcserver"
+	"github.com/sluicehq/sluice/tm/executor"
+)
+
+// Executor is the domain side of the TaskExecutor service
+// (*executor.Executor).
+type Executor interface {
+	DeployTask(ctx context.Context, d executor.Deployment) error
+	CancelTask(ctx context.Context, tok executor.FencingToken, executionID string) error
+	FreeSlot(ctx context.Context, allocationID string) error
+}
+
+// TaskExecutor serves the TaskExecutor Kitex service. Every method runs the
+// same steps: convert and validate the request, call the executor, map the
+// error through rpcerr.
+type TaskExecutor struct {
+	ex Executor
+}
+
+var _ taskexecutor.TaskExecutor = (*TaskExecutor)(nil)
+
+// NewTaskExecutor returns the handler for ex.
+func NewTaskExecutor(ex Executor) *TaskExecutor { return &TaskExecutor{ex: ex} }
+
+// DeployTask accepts a task into a slot and starts it.
+func (h *TaskExecutor) DeployTask(ctx context.Context, req *taskexecutor.TaskDeployment) error {
+	d, err := deploymentFromWire(req)
+	if err != nil {
+		return rpcerr.ToWire(err)
+	}
+	return rpcerr.ToWire(h.ex.DeployTask(ctx, d))
+}
+
+// CancelTask stops a running task.
+func (h *TaskExecutor) CancelTask(ctx context.Context, req *taskexecutor.CancelTaskRequest) error {
+	if req == nil || req.Fencing == nil || req.GetExecutionId() == "" {
+		return rpcerr.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "cancel task: need a fencing token and an execution id"))
+	}
+	return rpcerr.ToWire(h.ex.CancelTask(ctx, fencingFromWire(req.Fencing), req.GetExecutionId()))
+}
+
+// FreeSlot returns a slot to the pool.
+func (h *TaskExecutor) FreeSlot(ctx context.Context, allocationID string) error {
+	if allocationID == "" {
+		return rpcerr.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "free slot: no allocation id"))
+	}
+	return rpcerr.ToWire(h.ex.FreeSlot(ctx, allocationID))
+}
+
+// RegisterTaskExecutor returns the registration of the TaskExecutor service
+// for ex, for rpcserver.Start.
+func RegisterTaskExecutor(ex Executor) rpcserver.Registration {
+	return func(s server.Server) error {
+		return tesvc.RegisterService(s, NewTaskExecutor(ex))
+	}
+}

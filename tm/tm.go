@@ -1,0 +1,322 @@
+package tm
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/blob"
+	"github.com/sluicehq/sluice/internal/rpcserver"
+	"github.com/sluicehq/sluice/tm/exchange"
+	"github.com/sluicehq/sluice/tm/executor"
+	"github.com/sluicehq/sluice/tm/rpc"
+	"github.com/sluicehq/sluice/wasmhost"
+)
+
+// Config configures a TaskManager.
+type Config struct {
+	// JMAddress is the JobManager's Kitex address (host:port).
+	JMAddress string
+	// ListenAddr is where the TaskExecutor Kitex service listens; port 0
+	// picks a free port. Empty means "127.0.0.1:0".
+	ListenAddr string
+	// DataAddr is where the data-exchange port listens. Empty means port 0
+	// on ListenAddr's host.
+	DataAddr string
+	// AdvertiseHost is the host the JobManager and other TaskManagers use to
+	// reach this one. Empty means ListenAddr's host or, when that is a
+	// wildcard (0.0.0.0, ::), the local address of the route to JMAddress.
+	AdvertiseHost string
+	// Slots is the number of task slots; at least 1.
+	Slots int
+	// Blob is where modules and inputs are read from. Required; the
+	// TaskManager does not close it.
+	Blob blob.Store
+	// Runtime compiles and runs guests. Nil means the TaskManager creates
+	// one (with CacheDir) and closes it on Close.
+	Runtime *wasmhost.Runtime
+	// CacheDir keeps module bytes (and, for an owned runtime, compiled
+	// modules) across restarts. Empty means no disk cache.
+	CacheDir string
+	// ResourceID names this TaskManager to the ResourceManager; empty means
+	// a random id with the host name.
+	ResourceID string
+	// CPUCores and MemoryBytes are reported at registration; 0 means the
+	// machine's.
+	CPUCores    int
+	MemoryBytes int64
+	// RPC configures the clients to the JobManager; zero means the
+	// rpcserver defaults.
+	RPC rpcserver.ClientConfig
+	// Logger receives the TaskManager's logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// TaskManager is a running TaskManager: a Kitex server with the
+// TaskExecutor service, a data-exchange port, the slot table and the
+// registration loop with the JobManager.
+type TaskManager struct {
+	cfg       Config
+	log       *slog.Logger
+	srv       *rpcserver.Server
+	ex        *executor.Executor
+	xchg      *exchange.Manager
+	rt        *wasmhost.Runtime
+	ownRT     bool
+	stop      context.CancelFunc
+	loopDone  chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New starts a TaskManager: it binds its ports, then registers with the
+// JobManager in the background (retrying until the JobManager answers), so
+// it can start before the JobManager does.
+//
+// # Errors
+//
+// A bad configuration (no JMAddress, no Blob, Slots < 1) or a port that
+// cannot be bound; nothing is left running then.
+func New(ctx context.Context, cfg Config) (_ *TaskManager, err error) {
+	if cfg.JMAddress == "" {
+		return nil, errors.New("task manager: no job manager address: set --jm or SLUICE_JM")
+	}
+	if cfg.Blob == nil {
+		return nil, errors.New("task manager: no blob store: set --blob")
+	}
+	if cfg.Slots < 1 {
+		return nil, fmt.Errorf("task manager: %d slots: need at least 1", cfg.Slots)
+	}
+	if cfg.ListenAddr == "" {
+		cfg.ListenAddr = "127.0.0.1:0"
+	}
+	listenHost, _, err := net.SplitHostPort(cfg.ListenAddr)
+	if err != nil {
+		return nil, fmt.Errorf("task manager: listen address %q: %w", cfg.ListenAddr, err)
+	}
+	if cfg.DataAddr == "" {
+		cfg.DataAddr = net.JoinHostPort(listenHost, "0")
+	}
+	if cfg.ResourceID == "" {
+		cfg.ResourceID = newResourceID()
+	}
+	if cfg.CPUCores <= 0 {
+		cfg.CPUCores = runtime.NumCPU()
+	}
+	if cfg.MemoryBytes <= 0 {
+		cfg.MemoryBytes = totalMemory()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	log := cfg.Logger.With("tm", cfg.ResourceID)
+	t := &TaskManager{cfg: cfg, log: log, rt: cfg.Runtime, loopDone: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			t.closeParts()
+		}
+	}()
+
+	if t.rt == nil {
+		rc := wasmhost.NewRuntimeConfig()
+		if cfg.CacheDir != "" {
+			rc = rc.WithCacheDir(cfg.CacheDir)
+		}
+		if t.rt, err = wasmhost.NewRuntime(ctx, rc); err != nil {
+			return nil, fmt.Errorf("task manager: wasm runtime: %w", err)
+		}
+		t.ownRT = true
+	}
+	adv := advertiseHost(cfg.AdvertiseHost, listenHost, cfg.JMAddress)
+	xcfg, err := dataConfig(cfg.DataAddr, adv)
+	if err != nil {
+		return nil, fmt.Errorf("task manager: data port: %w", err)
+	}
+	xcfg.Logger = log
+	if t.xchg, err = exchange.NewManager(ctx, xcfg); err != nil {
+		return nil, fmt.Errorf("task manager: data port: %w", err)
+	}
+	jms := rpc.NewJobMasters(cfg.RPC)
+	moduleDir := ""
+	if cfg.CacheDir != "" {
+		moduleDir = cfg.CacheDir + string(os.PathSeparator) + "modules"
+	}
+	t.ex = executor.New(executor.Config{
+		Slots:      cfg.Slots,
+		Runtime:    t.rt,
+		Blob:       cfg.Blob,
+		Exchange:   t.xchg,
+		JobMasters: jms,
+		CacheDir:   moduleDir,
+		Logger:     log,
+	})
+	if t.srv, err = rpcserver.Start(ctx, rpcserver.Config{Addr: cfg.ListenAddr, Logger: log}, rpc.RegisterTaskExecutor(t.ex)); err != nil {
+		return nil, fmt.Errorf("task manager: %w", err)
+	}
+	rm, err := rpc.NewResourceManager(cfg.JMAddress, cfg.RPC)
+	if err != nil {
+		return nil, fmt.Errorf("task manager: %w", err)
+	}
+
+	reg := executor.Registration{
+		ResourceID:  cfg.ResourceID,
+		RPCAddress:  withHost(t.srv.Addr(), adv),
+		DataAddress: t.xchg.Addr(),
+		Slots:       cfg.Slots,
+		CPUCores:    cfg.CPUCores,
+		MemoryBytes: cfg.MemoryBytes,
+	}
+	loopCtx, stop := context.WithCancel(context.Background())
+	t.stop = stop
+	go func() {
+		defer close(t.loopDone)
+		t.ex.RunRegistration(loopCtx, rm, reg)
+	}()
+	log.Info("task manager started", "rpc", reg.RPCAddress, "data", reg.DataAddress, "slots", cfg.Slots, "jm", cfg.JMAddress)
+	return t, nil
+}
+
+// Addr is the bound Kitex address (host:port).
+func (t *TaskManager) Addr() string { return t.srv.Addr() }
+
+// DataAddr is the bound data-exchange address (host:port).
+func (t *TaskManager) DataAddr() string { return t.xchg.Addr() }
+
+// ResourceID is the id this TaskManager registers under.
+func (t *TaskManager) ResourceID() string { return t.cfg.ResourceID }
+
+// Registered reports whether the TaskManager is registered with the
+// ResourceManager now.
+func (t *TaskManager) Registered() bool {
+	_, ok := t.ex.Registered()
+	return ok
+}
+
+// Slots returns the current slot report.
+func (t *TaskManager) Slots() []executor.SlotStatus { return t.ex.SlotReport() }
+
+// RunningTasks returns the execution ids of the tasks not yet ended.
+func (t *TaskManager) RunningTasks() []string { return t.ex.RunningTasks() }
+
+// Close stops the TaskManager: it stops heartbeating, cancels its tasks
+// (reporting them CANCELED while the JobManager still listens), and closes
+// its ports. It is safe to call more than once.
+func (t *TaskManager) Close() error {
+	t.closeOnce.Do(func() {
+		t.closeErr = t.closeParts()
+	})
+	return t.closeErr
+}
+
+func (t *TaskManager) closeParts() error {
+	var errs []error
+	if t.stop != nil {
+		t.stop()
+		<-t.loopDone
+	}
+	if t.ex != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		errs = append(errs, t.ex.Close(ctx))
+		cancel()
+	}
+	if t.srv != nil {
+		errs = append(errs, t.srv.Close())
+	}
+	if t.xchg != nil {
+		errs = append(errs, t.xchg.Close())
+	}
+	if t.ownRT && t.rt != nil {
+		errs = append(errs, t.rt.Close(context.Background()))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close task manager: %w", err)
+	}
+	t.log.Info("task manager stopped")
+	return nil
+}
+
+func newResourceID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "tm"
+	}
+	return host + "-" + hex.EncodeToString(b[:])
+}
+
+// advertiseHost picks the host others dial to reach this TaskManager.
+func advertiseHost(explicit, listenHost, jmAddr string) string {
+	if explicit != "" {
+		return explicit
+	}
+	if ip := net.ParseIP(listenHost); listenHost != "" && (ip == nil || !ip.IsUnspecified()) {
+		return listenHost
+	}
+	// A wildcard listener: the local address of the route to the JobManager
+	// is the one the JobManager can reach (no packet is sent).
+	if c, err := net.Dial("udp", jmAddr); err == nil {
+		defer c.Close()
+		if ua, ok := c.LocalAddr().(*net.UDPAddr); ok {
+			return ua.IP.String()
+		}
+	}
+	if h, err := os.Hostname(); err == nil {
+		return h
+	}
+	return "127.0.0.1"
+}
+
+// dataConfig is the exchange's listen and advertised address. The exchange
+// serves a target equal to its advertised address in memory, so that
+// address must be exactly what the JobManager hands out: the advertised host
+// with the bound port. A wildcard listener with port 0 gets its port picked
+// here, as the advertised address is fixed before the listener binds.
+func dataConfig(dataAddr, adv string) (exchange.Config, error) {
+	host, port, err := net.SplitHostPort(dataAddr)
+	if err != nil {
+		return exchange.Config{}, fmt.Errorf("data address %q: %w", dataAddr, err)
+	}
+	if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
+		return exchange.Config{ListenAddr: dataAddr}, nil
+	}
+	if port == "0" {
+		ln, err := net.Listen("tcp", dataAddr)
+		if err != nil {
+			return exchange.Config{}, err
+		}
+		_, port, _ = net.SplitHostPort(ln.Addr().String())
+		ln.Close()
+	}
+	return exchange.Config{ListenAddr: net.JoinHostPort(host, port), AdvertiseAddr: net.JoinHostPort(adv, port)}, nil
+}
+
+// withHost replaces addr's host with host, keeping its port.
+func withHost(addr, host string) string {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// totalMemory is the machine's memory in bytes, or 0 when unknown.
+func totalMemory() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	var kb int64
+	if _, err := fmt.Sscanf(string(b), "MemTotal: %d kB", &kb); err != nil {
+		return 0
+	}
+	return kb * 1024
+}

@@ -326,3 +326,19 @@ func heapInUse() uint64 {
 	runtime.ReadMemStats(&m)
 	return m.HeapInuse
 }
+
+// A spinning guest must not stop the world: Go cannot preempt compiled Wasm,
+// so a garbage collection that starts while a guest spins waits for the guest
+// to come back to Go — and the deadline timer cannot run until it does.
+func TestInfiniteLoopDuringGCStopsAtDeadline(t *testing.T) {
+	in := handmade(t, abiModule(nil, "spin", cat([]byte{0x03, 0x40, 0x0c, 0x00, 0x0b}, i32const(0))), Limits{CallTimeout: 300 * time.Millisecond})
+	gcDone := make(chan struct{})
+	go func() {
+		defer close(gcDone)
+		time.Sleep(50 * time.Millisecond) // let the guest start spinning
+		runtime.GC()
+	}()
+	requireGuestError(t, in.Process(context.Background(), textRecords("x")), ErrDeadline)
+	<-gcDone
+	stillHealthy(t)
+}

@@ -6,25 +6,45 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/abi"
 	"github.com/tetratelabs/wazero/api"
 )
 
-// Deadlines work like Wasmtime's epoch interruption: before compiling, the
-// host adds a mutable i32 global to the module and, at every function entry
-// and loop header, the instructions
+// Deadlines work like Wasmtime's epoch interruption with fuel: before
+// compiling, the host adds two mutable i32 globals to the module, $interrupt
+// and $fuel, and at every function entry and loop header the instructions
 //
-//	global.get $interrupt  if  unreachable  end
+//	$fuel -= 1
+//	if $fuel == 0 {
+//	    $fuel = fuelInterval
+//	    drop(memory.grow(0))           ;; comes back to Go: see below
+//	    if $interrupt { unreachable }
+//	}
 //
-// A timer sets the global when a call's deadline passes; the guest traps at
-// its next loop iteration or call, and the host reports ErrDeadline.
+// A timer sets $interrupt when a call's deadline passes; the guest traps
+// within fuelInterval loop iterations or calls, and the host reports
+// ErrDeadline.
+//
+// The memory.grow(0) matters as much as the flag. Go cannot preempt compiled
+// Wasm, so a guest that never leaves it blocks every stop-the-world (a garbage
+// collection) of the whole process — and with the world stopping, the
+// deadline timer never runs either: one spinning guest froze the TaskManager.
+// wazero runs memory.grow in Go, where the goroutine can be preempted, so the
+// world can stop every fuelInterval iterations at the latest.
 //
 // wazero's own mechanism (WithCloseOnContextDone) leaves compiled code for Go
-// at every loop iteration to check the context, which made Go guests 10 to
-// 40 times slower; this check is a load and a branch. It also lets the host
-// pause the deadline while the guest waits on it (emit under back-pressure).
+// at every loop iteration, which made Go guests 10 to 40 times slower; this
+// costs a decrement and a branch, and a trip to Go every fuelInterval checks.
+// It also lets the host pause the deadline while the guest waits on it (emit
+// under back-pressure).
 
-// interruptExport names the added global in the instrumented module.
+// interruptExport names the added $interrupt global in the instrumented module.
 const interruptExport = "sluice:interrupt"
+
+// fuelInterval is how many checks a guest runs between trips to Go. A trip
+// costs about as much as a few hundred checks; 1<<14 keeps it under 0.1% and
+// lets the world stop within well under a millisecond of guest time.
+const fuelInterval = 1 << 14
 
 // instrument returns wasm with the interrupt global and checks added. It
 // decodes every instruction, so it also rejects what it cannot parse; it
@@ -51,6 +71,7 @@ func instrument(wasm []byte) ([]byte, error) {
 		secs = append(secs, sec{id, body})
 	}
 	var importedGlobals, definedGlobals uint32
+	hasMemory := false
 	for _, s := range secs {
 		switch s.id {
 		case 2:
@@ -59,10 +80,16 @@ func instrument(wasm []byte) ([]byte, error) {
 				return nil, err
 			}
 			for _, im := range ims {
-				if im.kind == importGlobal {
+				switch im.kind {
+				case importGlobal:
 					importedGlobals++
+				case importMemory:
+					hasMemory = true
 				}
 			}
+		case 5:
+			mr := &reader{b: s.body}
+			hasMemory = hasMemory || mr.u32() > 0
 		case 6:
 			gr := &reader{b: s.body}
 			definedGlobals = gr.u32()
@@ -77,9 +104,15 @@ func instrument(wasm []byte) ([]byte, error) {
 			}
 		}
 	}
-	g := importedGlobals + definedGlobals
-	check := append(uleb32([]byte{0x23}, g), 0x04, 0x40, 0x00, 0x0b)
-	newGlobal := []byte{0x7f, 0x01, 0x41, 0x00, 0x0b} // mut i32 = i32.const 0
+	if !hasMemory {
+		// The fuel check needs memory.grow, and the ABI needs a memory anyway.
+		return nil, fmt.Errorf("module has no linear memory: the guest must export its memory as %q", abi.ExportMemory)
+	}
+	g := importedGlobals + definedGlobals // $interrupt; $fuel is g+1
+	check := fuelCheck(g, g+1)
+	newGlobal := []byte{0x7f, 0x01, 0x41, 0x00, 0x0b} // $interrupt: mut i32 = i32.const 0
+	newGlobal = append(append(newGlobal, 0x7f, 0x01, 0x41), uleb32(nil, fuelInterval)...)
+	newGlobal = append(newGlobal, 0x0b) // $fuel: mut i32 = i32.const fuelInterval
 	newExport := append(uleb32(nil, uint32(len(interruptExport))), interruptExport...)
 	newExport = uleb32(append(newExport, 0x03), g)
 
@@ -96,7 +129,7 @@ func instrument(wasm []byte) ([]byte, error) {
 	addedGlobal, addedExport := false, false
 	flush := func(before int) {
 		if !addedGlobal && before > order[6] {
-			emit(6, append(uleb32(nil, 1), newGlobal...))
+			emit(6, append(uleb32(nil, 2), newGlobal...))
 			addedGlobal = true
 		}
 		if !addedExport && before > order[7] {
@@ -118,7 +151,7 @@ func instrument(wasm []byte) ([]byte, error) {
 		case 6:
 			gr := &reader{b: s.body}
 			n := gr.u32()
-			emit(6, append(uleb32(nil, n+1), append(append([]byte(nil), gr.b...), newGlobal...)...))
+			emit(6, append(uleb32(nil, n+2), append(append([]byte(nil), gr.b...), newGlobal...)...))
 			addedGlobal = true
 		case 7:
 			er := &reader{b: s.body}
@@ -143,6 +176,22 @@ func instrument(wasm []byte) ([]byte, error) {
 	}
 	flush(1 << 30)
 	return out, nil
+}
+
+// fuelCheck returns the instructions placed at every function entry and loop
+// header (see the comment at the top of this file). fuelInterval is positive
+// and below 2^20, so its unsigned LEB128 is also the signed one i32.const wants.
+func fuelCheck(interrupt, fuel uint32) []byte {
+	c := uleb32([]byte{0x23}, fuel)                // global.get $fuel
+	c = append(c, 0x41, 0x01, 0x6b)                // i32.const 1; i32.sub
+	c = uleb32(append(c, 0x24), fuel)              // global.set $fuel
+	c = uleb32(append(c, 0x23), fuel)              // global.get $fuel
+	c = append(c, 0x45, 0x04, 0x40, 0x41)          // i32.eqz; if; i32.const
+	c = uleb32(c, fuelInterval)                    //   fuelInterval
+	c = uleb32(append(c, 0x24), fuel)              //   global.set $fuel
+	c = append(c, 0x41, 0x00, 0x40, 0x00, 0x1a)    // i32.const 0; memory.grow 0; drop
+	c = uleb32(append(c, 0x23), interrupt)         // global.get $interrupt
+	return append(c, 0x04, 0x40, 0x00, 0x0b, 0x0b) // if; unreachable; end; end
 }
 
 // structureError marks a module rejected before wazero may look at it.

@@ -63,6 +63,7 @@ func TestCompileRejects(t *testing.T) {
 		{"name section bomb", []byte("\x00asm\x01\x00\x00\x00\x00\x0c\x04name\x01\x05\xff\xff\xff\xff\x0f"), "name section"},
 		{"locals bomb", withFuncs(func(m *hModule) { m.funcs[2].localCount = 1<<32 - 1 }), "more than 50000"},
 		{"no memory export", withFuncs(func(m *hModule) { m.memoryExport = "mem" }), `missing export "memory"`},
+		{"no memory", withFuncs(func(m *hModule) { m.noMemory = true }), "module has no linear memory"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := rt.Compile(ctx, tc.wasm)

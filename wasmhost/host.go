@@ -45,6 +45,8 @@ func hostModule(r wazero.Runtime) wazero.HostModuleBuilder {
 		"vertex", "name_ptr", "name_len", "key_ptr", "key_len", "buf_ptr", "buf_cap")
 	fn(abi.ImportStatePut, hostStatePut, []api.ValueType{I, I, I, I, I, I, I}, nil,
 		"vertex", "name_ptr", "name_len", "key_ptr", "key_len", "val_ptr", "val_len")
+	fn(abi.ImportStatePutBatch, hostStatePutBatch, []api.ValueType{I, I, I, I, I}, nil,
+		"vertex", "name_ptr", "name_len", "batch_ptr", "batch_len")
 	fn(abi.ImportStateDelete, hostStateDelete, []api.ValueType{I, I, I, I, I}, nil,
 		"vertex", "name_ptr", "name_len", "key_ptr", "key_len")
 	fn(abi.ImportStateScan, hostStateScan, []api.ValueType{I, I, I, I, I}, []api.ValueType{I},
@@ -95,6 +97,14 @@ func hostEmit(ctx context.Context, mod api.Module, stack []uint64) {
 	b := read(mod, abi.ImportEmit, "batch", u32(stack[0]), u32(stack[1]), math.MaxUint32)
 	if in.planning {
 		panic(trapf("%s.%s: no records may be emitted while planning", abi.HostModule, abi.ImportEmit))
+	}
+	// Size the records slice once for the whole batch rather than growing
+	// it record by record; the count is bounded by the batch's length (a
+	// record takes at least 5 bytes).
+	if len(b) >= 4 {
+		if n := int(binary.LittleEndian.Uint32(b)); n > cap(in.emitRecs) && n <= len(b)/5 {
+			in.emitRecs = make([]abi.Record, 0, n)
+		}
 	}
 	recs, err := abi.DecodeBatch(in.emitRecs[:0], b)
 	if err != nil {
@@ -214,6 +224,39 @@ func hostStatePut(ctx context.Context, mod api.Module, stack []uint64) {
 	val := read(mod, abi.ImportStatePut, "value", u32(stack[5]), u32(stack[6]), maxValueBytes)
 	if err := in.state.put(key, ck, val, in.lim.MaxStateBytes); err != nil {
 		in.stateTrap(abi.ImportStatePut, err)
+	}
+}
+
+// hostStatePutBatch is state_put for every record of a batch of {key,
+// value} records: one crossing for many keys, which is how the Go SDK's
+// Reduce writes back the accumulators it keeps between barriers.
+func hostStatePutBatch(ctx context.Context, mod api.Module, stack []uint64) {
+	in := instOf(ctx)
+	const fn = abi.ImportStatePutBatch
+	vertex := u32(stack[0])
+	in.operator(fn, vertex, true)
+	name := read(mod, fn, "name", u32(stack[1]), u32(stack[2]), maxNameBytes)
+	b := read(mod, fn, "batch", u32(stack[3]), u32(stack[4]), math.MaxUint32)
+	recs, err := abi.DecodeBatch(in.putRecs[:0], b)
+	// The records point into guest memory; do not keep them reachable.
+	defer func() { clear(recs); in.putRecs = recs[:0] }()
+	if err != nil {
+		panic(trapf("%s.%s: %v", abi.HostModule, fn, err))
+	}
+	for i := range recs {
+		r := &recs[i]
+		switch {
+		case !r.HasKey || r.HasTime:
+			panic(trapf("%s.%s: record %d: want a key and no time", abi.HostModule, fn, i))
+		case len(r.Key) > maxKeyBytes:
+			panic(trapf("%s.%s: record %d: key of %d bytes, above the limit of %d", abi.HostModule, fn, i, len(r.Key), maxKeyBytes))
+		case len(r.Value) > maxValueBytes:
+			panic(trapf("%s.%s: record %d: value of %d bytes, above the limit of %d", abi.HostModule, fn, i, len(r.Value), maxValueBytes))
+		}
+		in.keyBuf = appendStateKey(in.keyBuf[:0], vertex, name, r.Key)
+		if err := in.state.put(r.Key, in.keyBuf, r.Value, in.lim.MaxStateBytes); err != nil {
+			in.stateTrap(fn, err)
+		}
 	}
 }
 

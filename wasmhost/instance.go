@@ -50,6 +50,7 @@ type Instance struct {
 	stack        [2]uint64
 	inPtr, inCap uint32 // the region from sluice_alloc that input batches go into
 	emitRecs     []abi.Record
+	putRecs      []abi.Record
 	keyBuf       []byte
 	timerRecs    []abi.Record
 	scan         *scanState

@@ -40,32 +40,53 @@ func plan(env *guest.Env) {
 		Collect("out")
 }
 
-// lower is tokenize's scratch buffer: records are copied as they are
-// emitted, so one buffer serves every line.
+// letters maps each ASCII letter to its lower case and every other byte to
+// 0: one table lookup per byte is the cheapest test in wasm, where every
+// branch and comparison costs.
+var letters = func() (t [256]byte) {
+	for c := byte('a'); c <= 'z'; c++ {
+		t[c] = c
+		t[c-'a'+'A'] = c
+	}
+	return t
+}()
+
+// lower is tokenize's scratch buffer for words that need lower-casing:
+// records are copied as they are emitted, so one buffer serves every word.
 var lower []byte
 
 // tokenize emits each maximal run of ASCII letters of a line, lower-cased.
+// A word already in lower case is emitted straight from the line, without
+// a copy.
 func tokenize(r guest.Record, out *guest.Collector) {
-	lower = append(lower[:0], r.Value...)
-	start := -1
-	for i, c := range lower {
-		switch {
-		case 'A' <= c && c <= 'Z':
-			lower[i] = c + ('a' - 'A')
-			fallthrough
-		case 'a' <= c && c <= 'z':
-			if start < 0 {
-				start = i
-			}
-		default:
-			if start >= 0 {
-				out.EmitValue(lower[start:i])
-				start = -1
-			}
+	b := r.Value
+	i := 0
+	for {
+		for i < len(b) && letters[b[i]] == 0 {
+			i++
 		}
-	}
-	if start >= 0 {
-		out.EmitValue(lower[start:])
+		if i == len(b) {
+			return
+		}
+		start, upper := i, false
+		for i < len(b) {
+			c := b[i]
+			l := letters[c]
+			if l == 0 {
+				break
+			}
+			upper = upper || l != c
+			i++
+		}
+		w := b[start:i]
+		if upper {
+			lower = lower[:0]
+			for _, c := range w {
+				lower = append(lower, letters[c])
+			}
+			w = lower
+		}
+		out.EmitValue(w)
 	}
 }
 

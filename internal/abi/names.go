@@ -40,6 +40,7 @@ const (
 	ImportStateGet      = "state_get"       // (vertex, name_ptr, name_len, key_ptr, key_len, buf_ptr, buf_cap i32) -> i32 length or Absent
 	ImportStatePut      = "state_put"       // (vertex, name_ptr, name_len, key_ptr, key_len, val_ptr, val_len i32)
 	ImportStateDelete   = "state_delete"    // (vertex, name_ptr, name_len, key_ptr, key_len i32)
+	ImportStatePutBatch = "state_put_batch" // (vertex, name_ptr, name_len, batch_ptr, batch_len i32): state_put for each {key, value} record of a batch
 	ImportStateScan     = "state_scan"      // (vertex, name_ptr, name_len, buf_ptr, buf_cap i32) -> i32: bytes of a batch, 0 at the end, -n if n bytes are needed
 	ImportOpStateGet    = "op_state_get"    // (vertex, name_ptr, name_len, buf_ptr, buf_cap i32) -> i32 length or Absent
 	ImportOpStatePut    = "op_state_put"    // (vertex, name_ptr, name_len, val_ptr, val_len i32)

@@ -30,8 +30,28 @@ const (
 	maxSplits       = 1_000_000
 )
 
+// Split sizing: a text source's input is cut into about splitsPerSubtask
+// splits per source subtask, so every subtask gets work and a subtask that
+// finishes early takes over splits of a slower one, but never into splits
+// smaller than minSplitSize (each split costs a request to the JobMaster and
+// an object read) nor larger than the configured split size.
+const (
+	splitsPerSubtask = 4
+	minSplitSize     = 256 << 10
+)
+
+// splitSizeFor returns the split size for total input bytes read by
+// subtasks source subtasks, at most maxSize.
+func splitSizeFor(total int64, subtasks int, maxSize int64) int64 {
+	lo := min(int64(minSplitSize), maxSize)
+	size := total / int64(splitsPerSubtask*max(subtasks, 1))
+	return min(max(size, lo), maxSize)
+}
+
 // resolveSplits lists the objects every text source of g reads and cuts
-// them into splits of at most splitSize bytes, in key order.
+// them into splits, in key order: splitSizeFor gives the size, from the
+// source's total input and parallelism (p is the job's default), with
+// maxSplitSize the largest.
 //
 // A text source's "paths" config is a JSON list of strings. Each path is
 // first looked up in the job's "inputs" map; what comes out (or the path
@@ -49,7 +69,7 @@ const (
 // ErrInvalidArgument for a malformed paths list, inputs map or key;
 // ErrNotFound when a path names nothing; ErrPermissionDenied for another
 // tenant's keys; the blob store's errors otherwise.
-func resolveSplits(ctx context.Context, store blob.Store, tenant string, g *jobgraph.Graph, conf map[string]string, splitSize int64) (map[int][]jobmaster.Split, error) {
+func resolveSplits(ctx context.Context, store blob.Store, tenant string, g *jobgraph.Graph, conf map[string]string, p int, maxSplitSize int64) (map[int][]jobmaster.Split, error) {
 	var inputs map[string]string
 	if s, ok := conf[ConfigInputs]; ok {
 		if err := json.Unmarshal([]byte(s), &inputs); err != nil {
@@ -79,6 +99,11 @@ func resolveSplits(ctx context.Context, store blob.Store, tenant string, g *jobg
 		}
 		slices.SortFunc(objs, func(a, b blob.Info) int { return strings.Compare(a.Key, b.Key) })
 		objs = slices.CompactFunc(objs, func(a, b blob.Info) bool { return a.Key == b.Key })
+		var bytes int64
+		for _, o := range objs {
+			bytes += o.Size
+		}
+		splitSize := splitSizeFor(bytes, jobgraph.ParallelismOf(&v, p), maxSplitSize)
 		var splits []jobmaster.Split
 		for _, o := range objs {
 			for off := int64(0); off < o.Size; off += splitSize {

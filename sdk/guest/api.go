@@ -193,6 +193,12 @@ func EmitFinal() ReduceOption { return func(o *op) { o.final = true } }
 // Reduce folds each key's records into an accumulator kept in keyed state.
 // It emits a record {Key: key, Value: accumulator} after every update, or
 // once per key at the end of input with EmitFinal.
+//
+// # Notes
+//
+// Accumulators are cached in the guest between checkpoint barriers and
+// written to keyed state in batches at each barrier, so a record costs no
+// host call; checkpoints hold exactly the records processed before them.
 func (k *KeyedStream) Reduce(name string, fn ReduceFunc, opts ...ReduceOption) *Stream {
 	o := k.s.then(name, jobgraph.KindReduce, fn == nil)
 	o.reduce = fn
@@ -282,16 +288,45 @@ func (s *Stream) OnClose(fn func(ctx *Context)) *Stream { s.op.onClose = fn; ret
 // Collector passes records to the next operator.
 type Collector struct {
 	next stage
+	// Direct paths for the common chain tails, because Go's wasm code pays
+	// for every call and every Record copied: the emitter itself, or a
+	// KeyBy that feeds the emitter.
+	emit  *emitter
+	keyBy *keyByStage
+}
+
+func newCollector(next stage) Collector {
+	c := Collector{next: next}
+	c.emit, _ = next.(*emitter)
+	if kb, ok := next.(*keyByStage); ok && kb.emit != nil {
+		c.keyBy = kb
+	}
+	return c
 }
 
 // Emit passes r on. The SDK copies it before Emit returns.
 func (c *Collector) Emit(r Record) { c.next.push(r) }
 
 // EmitValue passes on a record with value v and no key or time.
-func (c *Collector) EmitValue(v []byte) { c.next.push(Record{Value: v}) }
+func (c *Collector) EmitValue(v []byte) {
+	switch {
+	case c.emit != nil:
+		c.emit.pushValue(v)
+	case c.keyBy != nil:
+		c.keyBy.emit.pushKeyValue(c.keyBy.fn(Record{Value: v}), v)
+	default:
+		c.next.push(Record{Value: v})
+	}
+}
 
 // EmitKeyValue passes on a record with key k and value v.
-func (c *Collector) EmitKeyValue(k, v []byte) { c.next.push(Record{Key: k, HasKey: true, Value: v}) }
+func (c *Collector) EmitKeyValue(k, v []byte) {
+	if c.emit != nil {
+		c.emit.pushKeyValue(k, v)
+		return
+	}
+	c.next.push(Record{Key: k, HasKey: true, Value: v})
+}
 
 // Int64 returns n as 8 little-endian bytes, the encoding the *Int64 helpers use.
 func Int64(n int64) []byte { return binary.LittleEndian.AppendUint64(nil, uint64(n)) }

@@ -17,15 +17,16 @@ import (
 // fakeHost is the host side of the ABI in memory, for testing the SDK
 // natively.
 type fakeHost struct {
-	plan     []byte
-	failMsg  string
-	emitted  []Record
-	emits    int
-	counters map[string]int64
-	state    map[string][]byte
-	ops      map[string][]byte
-	timers   []string
-	clock    int64
+	plan       []byte
+	failMsg    string
+	emitted    []Record
+	emits      int
+	putBatches int
+	counters   map[string]int64
+	state      map[string][]byte
+	ops        map[string][]byte
+	timers     []string
+	clock      int64
 }
 
 func newFakeHost() *fakeHost {
@@ -65,6 +66,19 @@ func (h *fakeHost) stateGet(vertex int32, name string, key, buf []byte) int32 {
 }
 func (h *fakeHost) statePut(vertex int32, name string, key, val []byte) {
 	h.state[sk(vertex, name, key)] = append([]byte(nil), val...)
+}
+func (h *fakeHost) statePutBatch(vertex int32, name string, batch []byte) {
+	h.putBatches++
+	recs, err := abi.DecodeBatch(nil, batch)
+	if err != nil {
+		panic(err)
+	}
+	for _, r := range recs {
+		if !r.HasKey {
+			panic("state_put_batch: a record without a key")
+		}
+		h.statePut(vertex, name, r.Key, r.Value)
+	}
 }
 func (h *fakeHost) stateDelete(vertex int32, name string, key []byte) {
 	delete(h.state, sk(vertex, name, key))
@@ -265,6 +279,129 @@ func TestReduceFinalAndFormat(t *testing.T) {
 	}
 	if strings.Join(got, " ") != "x=3 y=1" {
 		t.Errorf("final %q", got)
+	}
+}
+
+// sumPlan is a reduce that emits every update ("key=sum"), with a barrier
+// hook that records what keyed state held when it ran.
+func sumPlan(seen *[]string, h **fakeHost) func(env *Env) {
+	return func(env *Env) {
+		env.TextSource("in", "x").
+			KeyBy("key", func(r Record) []byte { return r.Key }).
+			Reduce("sum", func(acc []byte, r Record) []byte {
+				// Return part of r sometimes: the SDK must copy it.
+				if acc == nil {
+					return r.Value[:8]
+				}
+				return PutInt64(acc, AsInt64(acc)+AsInt64(r.Value))
+			}).
+			OnBarrier(func(ctx *Context, id int64) {
+				*seen = append(*seen, fmt.Sprintf("barrier %d: a=%d b=%d", id,
+					AsInt64((*h).state[sk(3, "", []byte("a"))]), AsInt64((*h).state[sk(3, "", []byte("b"))])))
+			}).
+			Map("format", func(r Record) Record {
+				return Record{Value: []byte(fmt.Sprintf("%s=%d", r.Key, AsInt64(r.Value)))}
+			}).
+			Collect("out")
+	}
+}
+
+func kvInt(k string, n int64) Record {
+	return Record{Key: []byte(k), HasKey: true, Value: append(Int64(n), "tail"...)}
+}
+
+func TestReduceCacheEmitsEveryUpdateAndFlushesAtBarriers(t *testing.T) {
+	var seen []string
+	var h *fakeHost
+	h = withJob(t, sumPlan(&seen, &h))
+	open(t, h, []int{3, 4})
+	process(t, h, kvInt("a", 1), kvInt("b", 10), kvInt("a", 2))
+	if len(h.state) != 0 {
+		t.Errorf("keyed state written per record: %v", h.state)
+	}
+	if st := doBarrier(1); st != abi.StatusOK {
+		t.Fatal(h.failMsg)
+	}
+	if h.putBatches != 1 {
+		t.Errorf("%d state_put_batch calls at the barrier, want 1", h.putBatches)
+	}
+	process(t, h, kvInt("a", 4))
+	if st := doBarrier(2); st != abi.StatusOK {
+		t.Fatal(h.failMsg)
+	}
+	if h.putBatches != 2 {
+		t.Errorf("%d state_put_batch calls after two barriers, want 2", h.putBatches)
+	}
+	var got []string
+	for _, r := range h.emitted {
+		got = append(got, string(r.Value))
+	}
+	if want := "a=1 b=10 a=3 a=7"; strings.Join(got, " ") != want {
+		t.Errorf("emitted %q, want %q", got, want)
+	}
+	if want := "barrier 1: a=3 b=10|barrier 2: a=7 b=10"; strings.Join(seen, "|") != want {
+		t.Errorf("barrier hooks saw %q, want %q", seen, want)
+	}
+}
+
+func TestReduceCacheRestoreAndEviction(t *testing.T) {
+	defer func(e, b int) { reduceCacheEntries, putBatchBytes = e, b }(reduceCacheEntries, putBatchBytes)
+	reduceCacheEntries, putBatchBytes = 3, 20
+	var seen []string
+	var h *fakeHost
+	h = withJob(t, sumPlan(&seen, &h))
+	// State from a restored checkpoint: the cache falls through to it.
+	h.state[sk(3, "", []byte("a"))] = Int64(100)
+	open(t, h, []int{3, 4})
+	var recs []Record
+	for i := range 10 {
+		recs = append(recs, kvInt(fmt.Sprint("k", i%5), 1), kvInt("a", 1))
+	}
+	process(t, h, recs...)
+	if h.putBatches < 3 {
+		t.Errorf("%d state_put_batch calls, want evictions in small batches", h.putBatches)
+	}
+	if st := doBarrier(1); st != abi.StatusOK {
+		t.Fatal(h.failMsg)
+	}
+	want := map[string]int64{"a": 110, "k0": 2, "k1": 2, "k2": 2, "k3": 2, "k4": 2}
+	for k, n := range want {
+		if got := AsInt64(h.state[sk(3, "", []byte(k))]); got != n {
+			t.Errorf("state of %s = %d after a barrier, want %d", k, got, n)
+		}
+	}
+	if last := h.emitted[len(h.emitted)-1]; string(last.Value) != "a=110" {
+		t.Errorf("last update %q, want a=110", last.Value)
+	}
+}
+
+func TestReduceFinalAfterEvictionAndRestore(t *testing.T) {
+	defer func(e int) { reduceCacheEntries = e }(reduceCacheEntries)
+	reduceCacheEntries = 2
+	h := withJob(t, wordcountPlan)
+	h.state[sk(4, "", []byte("old"))] = Int64(5) // restored, never seen again
+	h.state[sk(4, "", []byte("x"))] = Int64(10)  // restored, counted on
+	open(t, h, []int{4, 5})
+	kv := func(w string) Record { return Record{Key: []byte(w), HasKey: true, Value: []byte(w)} }
+	process(t, h, kv("x"), kv("y"), kv("z"), kv("x"), kv("w"), kv("y"))
+	if st := doEndInput(); st != abi.StatusOK {
+		t.Fatal(h.failMsg)
+	}
+	var got []string
+	for _, r := range h.emitted {
+		got = append(got, string(r.Value))
+	}
+	sort.Strings(got)
+	if want := "old=5 w=1 x=12 y=2 z=1"; strings.Join(got, " ") != want {
+		t.Errorf("final %q, want %q", got, want)
+	}
+	// A checkpoint after the end of input (Flink's final checkpoint) has
+	// the final counts.
+	if st := doBarrier(9); st != abi.StatusOK {
+		t.Fatal(h.failMsg)
+	}
+	if n := AsInt64(h.state[sk(4, "", []byte("x"))]); n != 12 {
+		t.Errorf("keyed state of x is %d after a barrier after the end of input, want 12", n)
 	}
 }
 

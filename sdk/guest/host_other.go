@@ -15,6 +15,7 @@ var testHost interface {
 	now() int64
 	stateGet(vertex int32, name string, key, buf []byte) int32
 	statePut(vertex int32, name string, key, val []byte)
+	statePutBatch(vertex int32, name string, batch []byte)
 	stateDelete(vertex int32, name string, key []byte)
 	stateScan(vertex int32, name string, buf []byte) int32
 	opStateGet(vertex int32, name string, buf []byte) int32
@@ -35,6 +36,9 @@ func hostStateGet(vertex int32, name string, key, buf []byte) int32 {
 }
 func hostStatePut(vertex int32, name string, key, val []byte) {
 	testHost.statePut(vertex, name, key, val)
+}
+func hostStatePutBatch(vertex int32, name string, batch []byte) {
+	testHost.statePutBatch(vertex, name, batch)
 }
 func hostStateDelete(vertex int32, name string, key []byte) { testHost.stateDelete(vertex, name, key) }
 func hostStateScan(vertex int32, name string, buf []byte) int32 {

@@ -35,6 +35,9 @@ func sluiceStateGet(vertex int32, name unsafe.Pointer, nameLen uint32, key unsaf
 //go:wasmimport sluice state_put
 func sluiceStatePut(vertex int32, name unsafe.Pointer, nameLen uint32, key unsafe.Pointer, keyLen uint32, val unsafe.Pointer, valLen uint32)
 
+//go:wasmimport sluice state_put_batch
+func sluiceStatePutBatch(vertex int32, name unsafe.Pointer, nameLen uint32, batch unsafe.Pointer, batchLen uint32)
+
 //go:wasmimport sluice state_delete
 func sluiceStateDelete(vertex int32, name unsafe.Pointer, nameLen uint32, key unsafe.Pointer, keyLen uint32)
 
@@ -85,6 +88,12 @@ func hostStatePut(vertex int32, name string, key, val []byte) {
 	kp, kn := bp(key)
 	vp, vn := bp(val)
 	sluiceStatePut(vertex, np, nn, kp, kn, vp, vn)
+}
+
+func hostStatePutBatch(vertex int32, name string, batch []byte) {
+	np, nn := sp(name)
+	b, n := bp(batch)
+	sluiceStatePutBatch(vertex, np, nn, b, n)
 }
 
 func hostStateDelete(vertex int32, name string, key []byte) {

@@ -187,13 +187,7 @@ func (e *emitter) push(r Record) {
 	if r.HasTime {
 		need += 8
 	}
-	n := len(e.buf)
-	if cap(e.buf)-n < need {
-		nb := make([]byte, n, 2*cap(e.buf)+need)
-		copy(nb, e.buf)
-		e.buf = nb
-	}
-	b := e.buf[n : n+need]
+	b := e.grow(need)
 	var flags byte
 	i := 1
 	if r.HasKey {
@@ -209,7 +203,43 @@ func (e *emitter) push(r Record) {
 	b[0] = flags
 	binary.LittleEndian.PutUint32(b[i:], uint32(len(r.Value)))
 	copy(b[i+4:], r.Value)
+	e.added()
+}
+
+// pushKeyValue is push of {Key: key, Value: value}, without a Record.
+func (e *emitter) pushKeyValue(key, value []byte) {
+	b := e.grow(9 + len(key) + len(value))
+	b[0] = 1
+	binary.LittleEndian.PutUint32(b[1:], uint32(len(key)))
+	i := 5 + copy(b[5:], key)
+	binary.LittleEndian.PutUint32(b[i:], uint32(len(value)))
+	copy(b[i+4:], value)
+	e.added()
+}
+
+// pushValue is push of {Value: value}, without a Record.
+func (e *emitter) pushValue(value []byte) {
+	b := e.grow(5 + len(value))
+	b[0] = 0
+	binary.LittleEndian.PutUint32(b[1:], uint32(len(value)))
+	copy(b[5:], value)
+	e.added()
+}
+
+// grow appends need bytes to the batch and returns them.
+func (e *emitter) grow(need int) []byte {
+	n := len(e.buf)
+	if cap(e.buf)-n < need {
+		nb := make([]byte, n, 2*cap(e.buf)+need)
+		copy(nb, e.buf)
+		e.buf = nb
+	}
 	e.buf = e.buf[:n+need]
+	return e.buf[n:]
+}
+
+// added counts the record grow made room for, and emits a full batch.
+func (e *emitter) added() {
 	e.n++
 	if len(e.buf) >= flushBytes {
 		e.flush()
@@ -267,61 +297,151 @@ func (s *flatMapStage) endInput()     { s.next.endInput() }
 type keyByStage struct {
 	fn   KeyFunc
 	next stage
+	emit *emitter // next, when it is the emitter
 }
 
 func (s *keyByStage) push(r Record) {
 	r.Key = s.fn(r)
 	r.HasKey = true
+	if s.emit != nil {
+		s.emit.push(r)
+		return
+	}
 	s.next.push(r)
 }
 func (s *keyByStage) endInput() { s.next.endInput() }
 
+// A Reduce keeps its accumulators in guest memory (accTable), so a record
+// costs no host call: a key's accumulator is read from keyed state once,
+// when the key is first seen (it may be there after a restore), and the
+// changed ones are written back in batches with state_put_batch at every
+// barrier, before the operators' barrier hooks, so the host's snapshot
+// holds everything processed before the barrier; and when the cache
+// outgrows these bounds (then it is emptied). Keyed state lags the cache
+// only between barriers, where nothing reads it but the reduce itself: not
+// at the end of input (a final reduce emits from the cache and a scan of
+// the keys only keyed state has) nor at close. They are variables so that
+// tests can lower them.
+var (
+	reduceCacheEntries = 256 << 10
+	reduceCacheBytes   = 16 << 20
+	putBatchBytes      = 1 << 20
+)
+
 type reduceStage struct {
-	ctx  KeyedContext
-	fn   ReduceFunc
-	op   *op
-	next stage
-	scan []byte
-	recs []Record
+	ctx   KeyedContext
+	fn    ReduceFunc
+	op    *op
+	next  stage
+	scan  []byte
+	recs  []Record
+	cache accTable
+	batch []byte // state_put_batch scratch
 }
 
 func (s *reduceStage) push(r Record) {
 	if !r.HasKey {
 		panic(fmt.Sprintf("reduce %q got a record without a key: put KeyBy before it", s.op.name))
 	}
-	s.ctx.key = r.Key
-	acc, _ := s.ctx.Get("")
-	acc = s.fn(acc, r)
-	s.ctx.Put("", acc)
-	if !s.op.final {
-		s.next.push(Record{Key: r.Key, HasKey: true, Value: acc})
+	i, slot, h := s.cache.find(r.Key)
+	if i < 0 {
+		i = s.cache.insert(r.Key, slot, h)
+		s.ctx.key = r.Key
+		if v, ok := s.ctx.Get(""); ok {
+			s.cache.load(i, v)
+		}
 	}
+	// fn may return the accumulator changed in place, a new slice, or part
+	// of r (valid only during this call): set copies it into the table.
+	s.cache.set(i, s.fn(s.cache.acc(i), r))
+	if !s.op.final {
+		s.next.push(Record{Key: r.Key, HasKey: true, Value: s.cache.acc(i)})
+	}
+	if s.cache.len() >= reduceCacheEntries || s.cache.size() >= reduceCacheBytes {
+		s.flush(true)
+	}
+}
+
+// flush writes the accumulators changed since the last flush to keyed
+// state, and empties the cache when evict is set.
+func (s *reduceStage) flush(evict bool) {
+	c := &s.cache
+	if len(c.dirty) > 0 {
+		s.batch = append(s.batch[:0], 0, 0, 0, 0)
+		n := 0
+		for _, i := range c.dirty {
+			c.ents[i].dirty = false
+			s.batch = appendKeyValue(s.batch, c.key(int(i)), c.acc(int(i)))
+			n++
+			if len(s.batch) >= putBatchBytes {
+				s.putBatch(n)
+				n = 0
+			}
+		}
+		if n > 0 {
+			s.putBatch(n)
+		}
+		c.dirty = c.dirty[:0]
+	}
+	if evict {
+		c.reset()
+	}
+}
+
+func (s *reduceStage) putBatch(n int) {
+	binary.LittleEndian.PutUint32(s.batch, uint32(n))
+	hostStatePutBatch(int32(s.op.id), "", s.batch)
+	s.batch = s.batch[:4]
+}
+
+// appendKeyValue appends the batch encoding of a record {key, value}.
+func appendKeyValue(b, key, value []byte) []byte {
+	b = append(b, 1)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(key)))
+	b = append(b, key...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(value)))
+	return append(b, value...)
 }
 
 func (s *reduceStage) endInput() {
 	if s.op.final {
-		if s.scan == nil {
-			s.scan = make([]byte, 64<<10)
+		s.emitFinal()
+	}
+	s.next.endInput()
+}
+
+// emitFinal emits every key's accumulator once: the cache has the newest of
+// every key it holds; a scan of keyed state finds the others (restored from
+// a checkpoint, or written back when the cache was emptied).
+func (s *reduceStage) emitFinal() {
+	if s.scan == nil {
+		s.scan = make([]byte, 64<<10)
+	}
+	for {
+		n := hostStateScan(int32(s.op.id), "", s.scan)
+		if n == 0 {
+			break
 		}
-		for {
-			n := hostStateScan(int32(s.op.id), "", s.scan)
-			if n == 0 {
-				break
-			}
-			if n < 0 {
-				s.scan = make([]byte, -n)
-				continue
-			}
-			var err error
-			if s.recs, err = abi.DecodeBatch(s.recs[:0], s.scan[:n]); err != nil {
-				panic(fmt.Sprintf("reduce %q: state scan: %v", s.op.name, err))
-			}
-			for _, r := range s.recs {
+		if n < 0 {
+			s.scan = make([]byte, -n)
+			continue
+		}
+		var err error
+		if s.recs, err = abi.DecodeBatch(s.recs[:0], s.scan[:n]); err != nil {
+			panic(fmt.Sprintf("reduce %q: state scan: %v", s.op.name, err))
+		}
+		for _, r := range s.recs {
+			if i, _, _ := s.cache.find(r.Key); i < 0 {
 				s.next.push(r)
 			}
 		}
 	}
-	s.next.endInput()
+	c := &s.cache
+	for i := range c.ents {
+		if c.ents[i].present {
+			s.next.push(Record{Key: c.key(i), HasKey: true, Value: c.acc(i)})
+		}
+	}
 }
 
 type processStage struct {
@@ -394,17 +514,18 @@ func newTask(info abi.TaskInfo) (*task, error) {
 		case jobgraph.KindFilter:
 			s = &filterStage{fn: o.filter, next: next}
 		case jobgraph.KindFlatMap:
-			s = &flatMapStage{fn: o.flatMap, out: Collector{next: next}, next: next}
+			s = &flatMapStage{fn: o.flatMap, out: newCollector(next), next: next}
 		case jobgraph.KindKeyBy:
-			s = &keyByStage{fn: o.keyFn, next: next}
+			em, _ := next.(*emitter)
+			s = &keyByStage{fn: o.keyFn, next: next, emit: em}
 		case jobgraph.KindReduce:
 			s = &reduceStage{ctx: KeyedContext{Context: *ctx}, fn: o.reduce, op: o, next: next}
 		case jobgraph.KindProcess:
-			s = &processStage{ctx: KeyedContext{Context: *ctx}, op: o, out: Collector{next: next}, next: next}
+			s = &processStage{ctx: KeyedContext{Context: *ctx}, op: o, out: newCollector(next), next: next}
 		case jobgraph.KindSink:
 			s = &sinkStage{ctx: ctx, fn: o.sink}
 		case jobgraph.KindSource:
-			t.source = &sourceStage{ctx: ctx, fn: o.source, out: Collector{next: next}}
+			t.source = &sourceStage{ctx: ctx, fn: o.source, out: newCollector(next)}
 			s = next // records never enter a source
 		default:
 			return nil, fmt.Errorf("open: vertex %d %q has unknown kind %q", o.id, o.name, o.kind)
@@ -535,6 +656,11 @@ func doBarrier(checkpointID int64) int32 {
 			return failf("barrier before open")
 		}
 		for i, o := range t.ops {
+			// Keyed state the stage holds in guest memory goes to the host
+			// first: the host snapshots when this call returns.
+			if rs, ok := t.stages[i].(*reduceStage); ok {
+				rs.flush(false)
+			}
 			if o.onBarrier != nil {
 				o.onBarrier(t.ctxs[i], checkpointID)
 			}

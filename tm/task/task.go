@@ -118,6 +118,7 @@ type task struct {
 
 	collected [][]byte
 	collBytes int
+	collArena []byte // the collected values are copied into chunks of it
 	emitCtx   context.Context
 }
 
@@ -289,7 +290,7 @@ func (t *task) emit(recs []abi.Record) error {
 			if t.collBytes > MaxCollectBytes {
 				return fmt.Errorf("%w: the collect sink of task %s received more than %d bytes; write large results with a file sink", ErrCollectTooLarge, t.spec.ExecutionID, MaxCollectBytes)
 			}
-			t.collected = append(t.collected, append([]byte(nil), recs[i].Value...))
+			t.collected = append(t.collected, t.keep(recs[i].Value))
 		}
 		return nil
 	}
@@ -299,6 +300,21 @@ func (t *task) emit(recs []abi.Record) error {
 		}
 	}
 	return nil
+}
+
+// keep copies a collected value into the arena: one allocation per chunk
+// instead of one per record.
+func (t *task) keep(v []byte) []byte {
+	const chunk = 64 << 10
+	if cap(t.collArena)-len(t.collArena) < len(v) {
+		if len(v) > chunk/4 {
+			return append([]byte(nil), v...)
+		}
+		t.collArena = make([]byte, 0, chunk)
+	}
+	start := len(t.collArena)
+	t.collArena = append(t.collArena, v...)
+	return t.collArena[start:len(t.collArena):len(t.collArena)]
 }
 
 // process hands one batch to the chain's head.

@@ -74,7 +74,13 @@ func plan(env *guest.Env) {
 				ctx.SetOperatorState("last", []byte(strconv.FormatInt(id, 10)))
 			}).
 			Collect("out")
-	case "reduce":
+	case "reduce", "reduce-each":
+		// A word count; "reduce-each" emits every update instead of the
+		// final counts.
+		var opts []guest.ReduceOption
+		if mode == "reduce" {
+			opts = append(opts, guest.EmitFinal())
+		}
 		in().FlatMap("split", func(r guest.Record, out *guest.Collector) {
 			for _, w := range strings.Fields(string(r.Value)) {
 				out.EmitValue([]byte(w))
@@ -83,7 +89,7 @@ func plan(env *guest.Env) {
 			KeyBy("word", func(r guest.Record) []byte { return r.Value }).
 			Reduce("sum", func(acc []byte, r guest.Record) []byte {
 				return guest.PutInt64(acc, guest.AsInt64(acc)+1)
-			}, guest.EmitFinal()).
+			}, opts...).
 			Map("format", func(r guest.Record) guest.Record {
 				return guest.Record{Value: []byte(fmt.Sprintf("%s\t%d", r.Key, guest.AsInt64(r.Value)))}
 			}).

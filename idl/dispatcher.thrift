@@ -85,6 +85,7 @@ struct ClusterOverview {
     2: i32 slots_total,
     3: i32 slots_free,
     4: map<string, i32> jobs_by_state,
+    5: optional string tenant,    // the caller's tenant (its jobs are the ones counted)
 }
 
 service Dispatcher {

@@ -30,6 +30,10 @@ struct TaskDeployment {
     13: string allocation_id,
     14: string jobmaster_address,
     15: map<string, string> config,
+    // The tenant's sandbox quotas; unset or 0 means the TaskManager's default.
+    16: optional i64 memory_limit_bytes,
+    17: optional i64 call_timeout_ms,
+    18: optional i64 max_state_bytes,
 }
 
 struct CancelTaskRequest {

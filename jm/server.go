@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/blob"
+	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/rpcserver"
 	"github.com/sluicehq/sluice/jm/dispatcher"
 	"github.com/sluicehq/sluice/jm/jobmaster"
@@ -58,15 +59,22 @@ type Config struct {
 	MaxParallelismLimit int           // most key groups a job may declare; default 32768
 	MaxJobSlots         int           // most slots one job may need; 0 means no limit
 	Retention           time.Duration // how long ended jobs stay queryable; default 1h
-	SplitSize           int64         // input split size; default 4 MiB
+	SplitSize           int64         // largest input split; default 4 MiB (smaller inputs get smaller splits)
 	CancelTimeout       time.Duration // how long canceling waits for tasks; default 10s
 	RPCTimeout          time.Duration // each call to a TaskManager; default 10s
 
 	// MaxFrameSize bounds one RPC message; default the larger of
 	// rpcserver.DefaultMaxFrameSize and ModuleSizeLimit + 1 MiB.
 	MaxFrameSize int
-	// Auth authenticates calls; nil means rpc.OpenAuth (every client is the
-	// default tenant).
+	// Tenants holds the tenants, their token hashes and quotas. Nil means
+	// an open JobManager: every client is the default tenant.
+	Tenants *auth.Tenants
+	// Secret is the cluster secret TaskManagers must prove; its proof also
+	// goes with every call to a TaskManager. Nil means any TaskManager may
+	// join.
+	Secret *auth.Secret
+	// Auth authenticates calls; nil means rpc.TokenAuth with Tenants and
+	// Secret.
 	Auth rpc.Auth
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
@@ -121,7 +129,14 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		planner = wasmPlanner{rt: rt, lim: cfg.PlanLimits}
 	}
-	gw := rpc.NewTaskExecutors(rpcserver.ClientConfig{MaxFrameSize: cfg.MaxFrameSize, RPCTimeout: cfg.RPCTimeout})
+	if cfg.Auth == nil {
+		cfg.Auth = rpc.TokenAuth{Tenants: cfg.Tenants, Secret: cfg.Secret}
+	}
+	gwcfg := rpcserver.ClientConfig{MaxFrameSize: cfg.MaxFrameSize, RPCTimeout: cfg.RPCTimeout}
+	if cfg.Secret != nil {
+		gwcfg.Metadata = map[string]string{rpcserver.MetaPeer: cfg.Secret.RPCProof()}
+	}
+	gw := rpc.NewTaskExecutors(gwcfg)
 	s.rm = resourcemanager.New(resourcemanager.Config{
 		HeartbeatInterval:  cfg.HeartbeatInterval,
 		HeartbeatTimeout:   cfg.HeartbeatTimeout,
@@ -146,6 +161,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		SplitSize:           cfg.SplitSize,
 		CancelTimeout:       cfg.CancelTimeout,
 		RPCTimeout:          cfg.RPCTimeout,
+		Quotas:              quotasOf(cfg.Tenants),
 		Logger:              cfg.Logger,
 	})
 	if err != nil {
@@ -170,6 +186,23 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.advertise.Store(adv)
 	s.log.Info("jobmanager serving", "addr", srv.Addr(), "advertise", adv)
 	return s, nil
+}
+
+// quotasOf adapts the tenants file's quotas to the Dispatcher's; nil
+// without tenants.
+func quotasOf(ts *auth.Tenants) func(string) dispatcher.Quotas {
+	if ts == nil {
+		return nil
+	}
+	return func(tenant string) dispatcher.Quotas {
+		q := ts.Quotas(tenant)
+		return dispatcher.Quotas{
+			Slots:       q.Slots,
+			RunningJobs: q.RunningJobs,
+			ModuleBytes: q.ModuleBytes,
+			Limits:      jobmaster.TaskLimits{MemoryBytes: q.MemoryBytes, CallTimeout: q.CallTimeout(), StateBytes: q.StateBytes},
+		}
+	}
 }
 
 // advertised picks the address tasks reach the JobManager at.

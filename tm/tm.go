@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"runtime"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/blob"
+	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/rpcserver"
 	"github.com/sluicehq/sluice/tm/exchange"
 	"github.com/sluicehq/sluice/tm/executor"
@@ -56,6 +58,10 @@ type Config struct {
 	// RPC configures the clients to the JobManager; zero means the
 	// rpcserver defaults.
 	RPC rpcserver.ClientConfig
+	// Secret is the cluster secret: calls to the JobManager carry its proof,
+	// TaskExecutor calls without it are refused, and the data port checks
+	// its HELLO token. Nil means an open cluster.
+	Secret *auth.Secret
 	// Logger receives the TaskManager's logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -141,6 +147,22 @@ func New(ctx context.Context, cfg Config) (_ *TaskManager, err error) {
 		return nil, fmt.Errorf("task manager: data port: %w", err)
 	}
 	xcfg.Logger = log
+	if cfg.Secret != nil {
+		secret := cfg.Secret
+		xcfg.Token = secret.DataToken()
+		xcfg.Authenticate = func(tok []byte) error {
+			if !secret.CheckData(tok) {
+				return errors.New("wrong cluster secret")
+			}
+			return nil
+		}
+		md := maps.Clone(cfg.RPC.Metadata)
+		if md == nil {
+			md = map[string]string{}
+		}
+		md[rpcserver.MetaPeer] = secret.RPCProof()
+		cfg.RPC.Metadata = md
+	}
 	if t.xchg, err = exchange.NewManager(ctx, xcfg); err != nil {
 		return nil, fmt.Errorf("task manager: data port: %w", err)
 	}
@@ -158,7 +180,7 @@ func New(ctx context.Context, cfg Config) (_ *TaskManager, err error) {
 		CacheDir:   moduleDir,
 		Logger:     log,
 	})
-	if t.srv, err = rpcserver.Start(ctx, rpcserver.Config{Addr: cfg.ListenAddr, Logger: log}, rpc.RegisterTaskExecutor(t.ex)); err != nil {
+	if t.srv, err = rpcserver.Start(ctx, rpcserver.Config{Addr: cfg.ListenAddr, Logger: log}, rpc.RegisterTaskExecutor(t.ex, cfg.Secret)); err != nil {
 		return nil, fmt.Errorf("task manager: %w", err)
 	}
 	rm, err := rpc.NewResourceManager(cfg.JMAddress, cfg.RPC)

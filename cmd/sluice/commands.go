@@ -14,5 +14,6 @@ func commands() []*cobra.Command {
 		newStatusCmd(),
 		newCancelCmd(),
 		newOverviewCmd(),
+		newTenantCmd(),
 	}
 }

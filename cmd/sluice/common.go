@@ -19,6 +19,10 @@ import (
 const (
 	envJM   = "SLUICE_JM"   // the JobManager address
 	envBlob = "SLUICE_BLOB" // the blob store URL
+	// envToken holds the tenant token of client commands.
+	envToken = "SLUICE_TOKEN"
+	// envSecret holds the cluster secret of jm and tm (--secret-file wins).
+	envSecret = "SLUICE_CLUSTER_SECRET"
 )
 
 // Exit codes.
@@ -44,12 +48,22 @@ func jmFlag(cmd *cobra.Command, addr *string) {
 	cmd.Flags().StringVar(addr, "jm", os.Getenv(envJM), "JobManager address host:port (default $"+envJM+")")
 }
 
-// dial returns a client for addr, or a usage error when there is none.
-func dial(addr string) (*client.Client, error) {
+// tokenFlag adds --token to a client command.
+func tokenFlag(cmd *cobra.Command) {
+	cmd.Flags().String("token", "", "tenant token for a JobManager with tenants (default $"+envToken+")")
+}
+
+// dial returns a client for addr carrying the command's --token (or
+// $SLUICE_TOKEN), or a usage error when there is no address.
+func dial(cmd *cobra.Command, addr string) (*client.Client, error) {
 	if addr == "" {
 		return nil, usageErr(errors.New("no JobManager address: pass --jm HOST:PORT or set " + envJM))
 	}
-	return client.New(addr)
+	tok, _ := cmd.Flags().GetString("token")
+	if tok == "" {
+		tok = os.Getenv(envToken)
+	}
+	return client.New(addr, client.WithToken(tok))
 }
 
 // signalContext is canceled on SIGINT or SIGTERM.

@@ -639,3 +639,71 @@ func TestE2EBadInput(t *testing.T) {
 		t.Errorf("the malformed registration changed the cluster: %+v", ov)
 	}
 }
+
+// TestE2ETenants: `sluice tenant add` makes the tenants file; a JobManager
+// with it and a cluster secret runs a TaskManager that has the secret; the
+// client commands act only with the right --token / SLUICE_TOKEN.
+func TestE2ETenants(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "tenants.json")
+	token := func(name string, extra ...string) string {
+		r := sluice(t, nil, append([]string{"tenant", "add", name, "--file", file}, extra...)...)
+		m := regexp.MustCompile(`token: (slc_[A-Za-z0-9_-]{43})`).FindStringSubmatch(r.stdout)
+		if r.code != 0 || m == nil {
+			t.Fatalf("tenant add %s: exit %d\n%s%s", name, r.code, r.stdout, r.stderr)
+		}
+		return m[1]
+	}
+	ta, tb := token("a", "--running-jobs", "1"), token("b")
+	if b, _ := os.ReadFile(file); bytes.Contains(b, []byte(ta)) || bytes.Contains(b, []byte(tb)) {
+		t.Fatalf("the tenants file holds a token:\n%s", b)
+	}
+	secretFile := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secretFile, []byte("e2e-cluster-secret-0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url, env := blobURL(t)
+	c := &testCluster{t: t, blob: url}
+	c.jm = start(t, env, "jm", "jm", "--listen", "127.0.0.1:0", "--blob", url, "--tenants", file, "--secret-file", secretFile)
+	base := append(env, "SLUICE_JM="+c.jm.addr)
+	c.env = append(append([]string{}, base...), "SLUICE_TOKEN="+ta, "SLUICE_CLUSTER_SECRET=e2e-cluster-secret-0123456789abcdef")
+	c.addTM(2)
+	c.waitSlots(2)
+
+	id := c.submit(1, moduleDir(t, "internal/cluster/testdata/spin"))
+	testutil.Eventually(t, time.Minute, func() bool { return c.status(id).State == client.StateRunning }, "spin job never ran")
+	if r := sluice(t, c.env, "run", "--detached", "--blob", c.blob, moduleDir(t, "internal/cluster/testdata/spin")); r.code == 0 || !strings.Contains(r.stderr, `tenant "a": running jobs quota 1 reached`) {
+		t.Errorf("a's second job: exit %d: %s", r.code, r.stderr)
+	}
+
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"no token", base, nil, "no token"},
+		{"wrong token", base, []string{"--token", "slc_wrong"}, "invalid token"},
+		{"b's token", base, []string{"--token", tb}, `job "` + id + `" not found`},
+		{"b's token in SLUICE_TOKEN", append(append([]string{}, base...), "SLUICE_TOKEN="+tb), nil, `job "` + id + `" not found`},
+	} {
+		for _, cmd := range [][]string{{"status", id}, {"cancel", id}} {
+			r := sluice(t, tc.env, append(cmd, tc.args...)...)
+			if r.code == 0 || !strings.Contains(r.stderr, tc.want) {
+				t.Errorf("%s: sluice %v: exit %d, stderr %q; want %q", tc.name, cmd, r.code, r.stderr, tc.want)
+			}
+		}
+		if r := sluice(t, tc.env, append([]string{"list", "--json"}, tc.args...)...); strings.Contains(r.stdout, id) {
+			t.Errorf("%s: sluice list shows a's job: %s", tc.name, r.stdout)
+		}
+	}
+	if d := c.status(id); d.State != client.StateRunning {
+		t.Fatalf("a's job is %s after the others' calls", d.State)
+	}
+	if js := c.jobs(); len(js) != 1 || js[0].ID != id {
+		t.Fatalf("a's list: %+v", js)
+	}
+	if r := sluice(t, c.env, "cancel", id); r.code != 0 || !strings.Contains(r.stdout, "CANCELED") {
+		t.Fatalf("a cancels its job: exit %d: %s %s", r.code, r.stdout, r.stderr)
+	}
+}

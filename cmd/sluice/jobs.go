@@ -24,7 +24,7 @@ func newListCmd() *cobra.Command {
 		Short: "List the jobs of a cluster",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := dial(jm)
+			c, err := dial(cmd, jm)
 			if err != nil {
 				return err
 			}
@@ -46,6 +46,7 @@ func newListCmd() *cobra.Command {
 		},
 	}
 	jmFlag(cmd, &jm)
+	tokenFlag(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
@@ -58,7 +59,7 @@ func newStatusCmd() *cobra.Command {
 		Short: "Show a job: its state, each vertex's subtasks and where they run, and the failure if any",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := dial(jm)
+			c, err := dial(cmd, jm)
 			if err != nil {
 				return err
 			}
@@ -74,6 +75,7 @@ func newStatusCmd() *cobra.Command {
 		},
 	}
 	jmFlag(cmd, &jm)
+	tokenFlag(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
@@ -90,7 +92,7 @@ func newCancelCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := dial(jm)
+			c, err := dial(cmd, jm)
 			if err != nil {
 				return err
 			}
@@ -108,6 +110,7 @@ func newCancelCmd() *cobra.Command {
 		},
 	}
 	jmFlag(cmd, &jm)
+	tokenFlag(cmd)
 	cmd.Flags().DurationVar(&wait, "wait", time.Minute, "how long to wait for the job to end (0: do not wait)")
 	return cmd
 }
@@ -222,7 +225,7 @@ func newOverviewCmd() *cobra.Command {
 		Short: "Show the cluster: TaskManagers, slots, jobs by state",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := dial(jm)
+			c, err := dial(cmd, jm)
 			if err != nil {
 				return err
 			}
@@ -253,6 +256,7 @@ func newOverviewCmd() *cobra.Command {
 		},
 	}
 	jmFlag(cmd, &jm)
+	tokenFlag(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

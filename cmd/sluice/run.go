@@ -66,6 +66,7 @@ attached run cancels the job.`,
 	}
 	fl := cmd.Flags()
 	jmFlag(cmd, &f.jm)
+	tokenFlag(cmd)
 	fl.BoolVar(&f.local, "local", false, "start an embedded cluster for this run only")
 	fl.IntVarP(&f.p, "parallelism", "p", 1, "default parallelism of the job's operators")
 	fl.BoolVar(&f.detached, "detached", false, "print the job id and return without waiting (not with --local)")
@@ -75,7 +76,7 @@ attached run cancels the job.`,
 	fl.IntVar(&f.slots, "slots", 0, "with --local: slots per TaskManager (default: enough for -p)")
 	fl.StringVar(&f.progress, "progress", "auto", "progress line on stderr: auto (when stderr is a terminal), always, never")
 	fl.StringArrayVarP(&f.config, "config", "C", nil, "job config KEY=VALUE (repeatable), e.g. -C restart-strategy.fixed-delay.attempts=3")
-	fl.StringVar(&f.tenant, "tenant", cluster.DefaultTenant, "tenant whose blob prefix --input files are uploaded under")
+	fl.StringVar(&f.tenant, "tenant", cluster.DefaultTenant, "tenant whose blob prefix --input files are uploaded under (default: the --token's tenant, as the JobManager says)")
 	return cmd
 }
 
@@ -133,7 +134,7 @@ func runJob(cmd *cobra.Command, f runFlags, target string, jobArgs []string) err
 			return err
 		}
 	} else {
-		if cl, err = dial(f.jm); err != nil {
+		if cl, err = dial(cmd, f.jm); err != nil {
 			return err
 		}
 		if cluster.HasLocalInputs(jobArgs) {
@@ -147,6 +148,16 @@ func runJob(cmd *cobra.Command, f runFlags, target string, jobArgs []string) err
 		}
 	}
 	if store != nil {
+		if !cmd.Flags().Changed("tenant") && !f.local {
+			// The token decides the tenant: ask the JobManager which it is.
+			ov, err := cl.Overview(ctx)
+			if err != nil {
+				return err
+			}
+			if ov.Tenant != "" {
+				f.tenant = ov.Tenant
+			}
+		}
 		inputs, err := cluster.StageInputs(ctx, store, f.tenant, jobArgs)
 		if err != nil {
 			return err

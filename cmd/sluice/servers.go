@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/blob"
+	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/cluster"
 	"github.com/sluicehq/sluice/jm"
 	"github.com/sluicehq/sluice/jm/jobmaster"
@@ -19,7 +21,7 @@ import (
 )
 
 func newJMCmd() *cobra.Command {
-	var listen, blobURL, advertise string
+	var listen, blobURL, advertise, tenantsFile, secretFile string
 	var hbInterval, hbTimeout, slotTimeout, restartDelay time.Duration
 	var restartAttempts int
 	cmd := &cobra.Command{
@@ -40,7 +42,19 @@ func newJMCmd() *cobra.Command {
 				return err
 			}
 			defer store.Close()
+			var tenants *auth.Tenants
+			if tenantsFile != "" {
+				if tenants, err = auth.LoadTenants(tenantsFile); err != nil {
+					return usageErr(err)
+				}
+			}
+			secret, err := auth.LoadSecret(secretFile, envSecret)
+			if err != nil {
+				return usageErr(err)
+			}
 			srv, err := jm.New(ctx, jm.Config{
+				Tenants:            tenants,
+				Secret:             secret,
 				ListenAddr:         listen,
 				AdvertiseAddr:      advertise,
 				Blob:               store,
@@ -54,6 +68,14 @@ func newJMCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "jobmanager listening on %s\n", srv.Addr())
+			if !isLoopback(srv.Addr()) {
+				if tenants == nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "WARNING: no --tenants file: this JobManager on %s is open; anyone who reaches it can run code as tenant %q\n", srv.Addr(), "default")
+				}
+				if secret == nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "WARNING: no cluster secret (--secret-file or %s): any process that reaches %s can join as a TaskManager\n", envSecret, srv.Addr())
+				}
+			}
 			<-ctx.Done()
 			log.Info("shutting down")
 			return srv.Close()
@@ -67,11 +89,13 @@ func newJMCmd() *cobra.Command {
 	cmd.Flags().DurationVar(&slotTimeout, "slot-timeout", 0, "how long a job waits for free slots before it fails (default 30s)")
 	cmd.Flags().IntVar(&restartAttempts, "restart-attempts", 0, "restarts of a failed job, for jobs that set no restart-strategy in their config")
 	cmd.Flags().DurationVar(&restartDelay, "restart-delay", time.Second, "delay before each restart")
+	cmd.Flags().StringVar(&tenantsFile, "tenants", "", "tenants file (JSON, see docs/SECURITY.md); without it every client is tenant \"default\" and needs no token")
+	secretFlag(cmd, &secretFile)
 	return cmd
 }
 
 func newTMCmd() *cobra.Command {
-	var jmAddr, listen, dataListen, blobURL, advertise, cacheDir string
+	var jmAddr, listen, dataListen, blobURL, advertise, cacheDir, secretFile string
 	var slots int
 	cmd := &cobra.Command{
 		Use:   "tm",
@@ -101,7 +125,12 @@ then registers with the JobManager (retrying until it answers).`,
 			if cacheDir == "" {
 				cacheDir = defaultDir("cache")
 			}
+			secret, err := auth.LoadSecret(secretFile, envSecret)
+			if err != nil {
+				return usageErr(err)
+			}
 			t, err := tm.New(ctx, tm.Config{
+				Secret:        secret,
 				JMAddress:     jmAddr,
 				ListenAddr:    listen,
 				DataAddr:      dataListen,
@@ -128,6 +157,7 @@ then registers with the JobManager (retrying until it answers).`,
 	cmd.Flags().IntVar(&slots, "slots", 2, "number of task slots")
 	cmd.Flags().StringVar(&blobURL, "blob", os.Getenv(envBlob), "blob store URL, the same as the JobManager's (default $"+envBlob+", else a directory under the user cache dir)")
 	cmd.Flags().StringVar(&cacheDir, "cache-dir", "", "where modules are cached (default: under the user cache dir)")
+	secretFlag(cmd, &secretFile)
 	return cmd
 }
 
@@ -186,6 +216,25 @@ commands at it with --jm or SLUICE_JM.`,
 	cmd.Flags().StringVar(&blobURL, "blob", os.Getenv(envBlob), "blob store URL (default $"+envBlob+", else the directory sluice jm, tm and run use by default)")
 	cmd.Flags().StringVar(&dir, "dir", "", "directory for caches (default: under the user cache dir)")
 	return cmd
+}
+
+// secretFlag adds --secret-file.
+func secretFlag(cmd *cobra.Command, path *string) {
+	cmd.Flags().StringVar(path, "secret-file", "", "file holding the cluster secret, the same on the JobManager and every TaskManager (default $"+envSecret+"; neither: an open cluster)")
+}
+
+// isLoopback reports whether addr (host:port) is bound to a loopback
+// address only.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // defaultDir is a directory under the user cache dir (~/.cache/sluice/NAME),

@@ -202,13 +202,10 @@ func (c *Cluster) StopTaskManager(i int) error {
 	return t.Close()
 }
 
-// WaitRegistered waits until the JobManager's overview counts every running
-// TaskManager's slots.
+// WaitRegistered waits until the JobManager's ResourceManager counts every
+// running TaskManager's slots. It asks in process, so it needs no token on
+// a cluster with tenants.
 func (c *Cluster) WaitRegistered(ctx context.Context) error {
-	cl, err := c.Client(client.WithTimeout(5 * time.Second))
-	if err != nil {
-		return err
-	}
 	want := 0
 	tms := c.TaskManagers()
 	for _, t := range tms {
@@ -216,15 +213,11 @@ func (c *Cluster) WaitRegistered(ctx context.Context) error {
 	}
 	var last error
 	for {
-		ov, err := cl.Overview(ctx)
-		if err == nil && len(ov.TaskManagers) >= len(tms) && ov.SlotsTotal >= want {
+		ov := c.jm.ResourceManager().Overview()
+		if len(ov.TaskManagers) >= len(tms) && ov.SlotsTotal >= want {
 			return nil
 		}
-		if err != nil {
-			last = err
-		} else {
-			last = fmt.Errorf("%d of %d task managers registered, %d of %d slots", len(ov.TaskManagers), len(tms), ov.SlotsTotal, want)
-		}
+		last = fmt.Errorf("%d of %d task managers registered, %d of %d slots", len(ov.TaskManagers), len(tms), ov.SlotsTotal, want)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("task managers did not register: %w", errors.Join(ctx.Err(), last))

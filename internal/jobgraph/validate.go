@@ -60,8 +60,15 @@ func ConnectorKind(connector string) (Kind, bool) {
 // state, and so must be fed by hash edges only.
 func Keyed(k Kind) bool { return k == KindReduce || k == KindProcess }
 
+// Bounds on the size of a job graph.
+const (
+	MaxVertices = 1024
+	MaxEdges    = 4096
+)
+
 // Validate checks that g is a job graph the cluster can run:
 //
+//   - at most MaxVertices vertices and MaxEdges edges;
 //   - at least one vertex, vertex ids unique, kinds, partitioners and host
 //     connectors known, connectors on vertices of the matching kind;
 //   - max parallelism in [1, maxParallelismLimit] (0 means the default), each
@@ -99,6 +106,11 @@ func Validate(g *Graph, defaultParallelism, maxParallelismLimit int) error {
 	}
 	if len(g.Vertices) == 0 {
 		bad("no operators: declare at least a source and a sink")
+	}
+	// A hostile plan could declare millions of operators; every later step
+	// is linear or worse in them. Refuse before building anything.
+	if len(g.Vertices) > MaxVertices || len(g.Edges) > MaxEdges {
+		return fmt.Errorf("%w: %d operators and %d edges: at most %d and %d", ErrInvalidGraph, len(g.Vertices), len(g.Edges), MaxVertices, MaxEdges)
 	}
 
 	byID := make(map[int]*Vertex, len(g.Vertices))

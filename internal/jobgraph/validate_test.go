@@ -196,3 +196,17 @@ func FuzzValidateGraph(f *testing.F) {
 		}
 	})
 }
+
+func TestValidateRefusesHugeGraphs(t *testing.T) {
+	g := &Graph{}
+	for i := range MaxVertices + 1 {
+		g.Vertices = append(g.Vertices, Vertex{ID: i + 1, Name: "v", Kind: KindMap})
+	}
+	if err := Validate(g, 1, 0); !errors.Is(err, ErrInvalidGraph) || !strings.Contains(err.Error(), "at most 1024") {
+		t.Fatalf("%d vertices: %v", len(g.Vertices), err)
+	}
+	g = &Graph{Vertices: []Vertex{{ID: 1, Kind: KindSource, Connector: ConnectorText}}, Edges: make([]Edge, MaxEdges+1)}
+	if err := Validate(g, 1, 0); !errors.Is(err, ErrInvalidGraph) || !strings.Contains(err.Error(), "4097 edges") {
+		t.Fatalf("%d edges: %v", len(g.Edges), err)
+	}
+}

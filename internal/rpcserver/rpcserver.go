@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"runtime/debug"
 	"sync"
@@ -28,7 +29,9 @@ import (
 	"github.com/cloudwego/kitex/pkg/remote"
 	"github.com/cloudwego/kitex/pkg/remote/codec"
 	"github.com/cloudwego/kitex/pkg/rpcinfo"
+	"github.com/cloudwego/kitex/pkg/transmeta"
 	"github.com/cloudwego/kitex/server"
+	"github.com/cloudwego/kitex/transport"
 
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/common"
 	"github.com/sluicehq/sluice/internal/rpcerr"
@@ -122,6 +125,7 @@ func Start(ctx context.Context, cfg Config, regs ...Registration) (*Server, erro
 	opts := []server.Option{
 		server.WithListener(ln),
 		server.WithCodec(codec.NewDefaultCodecWithSizeLimit(cfg.MaxFrameSize)),
+		server.WithPayloadCodec(newBoundedCodec(true)),
 		server.WithReadWriteTimeout(cfg.ReadWriteTimeout),
 		server.WithExitWaitTime(cfg.ExitWaitTime),
 		// Kitex listens for SIGINT/SIGTERM by default; the process decides
@@ -129,6 +133,9 @@ func Start(ctx context.Context, cfg Config, regs ...Registration) (*Server, erro
 		server.WithExitSignal(func() <-chan error { return s.exit }),
 		server.WithMiddleware(Recover(log)),
 		server.WithBoundHandler(s.ready),
+		// Clients speak TTHeader so calls carry metadata (MetaToken,
+		// MetaPeer); the server reads it into the handler's context.
+		server.WithMetaHandler(transmeta.ServerTTHeaderHandler),
 	}
 	opts = append(opts, cfg.Options...)
 	s.ksvr = server.NewServer(opts...)
@@ -283,11 +290,15 @@ type ClientConfig struct {
 	MaxFrameSize   int           // 0 means DefaultMaxFrameSize
 	RPCTimeout     time.Duration // 0 means DefaultRPCTimeout
 	ConnectTimeout time.Duration // 0 means DefaultConnectTimeout
+	// Metadata is sent in the TTHeader of every call (MetaToken, MetaPeer);
+	// the server reads it with Incoming.
+	Metadata map[string]string
 }
 
 // ClientOptions returns the Kitex client options for calling the server at
-// addr with cfg: the same frame size limit as the server, and timeouts.
-// Pass them to a generated NewClient.
+// addr with cfg: the same frame size limit as the server, timeouts, and the
+// TTHeader transport that carries cfg.Metadata. Pass them to a generated
+// NewClient.
 func ClientOptions(addr string, cfg ClientConfig) []client.Option {
 	if cfg.MaxFrameSize <= 0 {
 		cfg.MaxFrameSize = DefaultMaxFrameSize
@@ -301,7 +312,11 @@ func ClientOptions(addr string, cfg ClientConfig) []client.Option {
 	return []client.Option{
 		client.WithHostPorts(addr),
 		client.WithCodec(codec.NewDefaultCodecWithSizeLimit(cfg.MaxFrameSize)),
+		client.WithPayloadCodec(newBoundedCodec(false)),
 		client.WithRPCTimeout(cfg.RPCTimeout),
 		client.WithConnectTimeout(cfg.ConnectTimeout),
+		client.WithTransportProtocol(transport.TTHeader),
+		client.WithMetaHandler(transmeta.ClientTTHeaderHandler),
+		client.WithMiddleware(withMetadata(maps.Clone(cfg.Metadata))),
 	}
 }

@@ -143,3 +143,39 @@ func TestCloseRightAfterStart(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// tokenRM echoes the MetaToken of each call as its registration id.
+type tokenRM struct{ rm }
+
+func (*tokenRM) RegisterTaskManager(ctx context.Context, req *resourcemanager.RegisterTaskManagerRequest) (*resourcemanager.RegisterTaskManagerResponse, error) {
+	tok, ok := rpcserver.Incoming(ctx, rpcserver.MetaToken)
+	if !ok {
+		tok = "<none>"
+	}
+	peer, _ := rpcserver.Incoming(ctx, rpcserver.MetaPeer)
+	return &resourcemanager.RegisterTaskManagerResponse{RegistrationId: tok + "|" + peer}, nil
+}
+
+func TestMetadataTravelsInTTHeader(t *testing.T) {
+	ctx := context.Background()
+	srv, err := rpcserver.Start(ctx, rpcserver.Config{Addr: "127.0.0.1:0"},
+		func(s server.Server) error { return rmsvc.RegisterService(s, &tokenRM{}) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	for _, tc := range []struct {
+		md   map[string]string
+		want string
+	}{
+		{nil, "<none>|"},
+		{map[string]string{rpcserver.MetaToken: "slc_abc"}, "slc_abc|"},
+		{map[string]string{rpcserver.MetaToken: "t", rpcserver.MetaPeer: "p"}, "t|p"},
+	} {
+		c := rmsvc.MustNewClient("rm", rpcserver.ClientOptions(srv.Addr(), rpcserver.ClientConfig{Metadata: tc.md})...)
+		resp, err := c.RegisterTaskManager(ctx, &resourcemanager.RegisterTaskManagerRequest{})
+		if err != nil || resp.RegistrationId != tc.want {
+			t.Fatalf("metadata %v: got %v %v, want %q", tc.md, resp, err, tc.want)
+		}
+	}
+}

@@ -82,15 +82,28 @@ type Config struct {
 	MaxParallelismLimit int // the most key groups (max parallelism) a job may declare
 	// MaxJobSlots is the most slots one job may need; 0 means no limit
 	// beyond MaxParallelismLimit.
-	MaxJobSlots   int
-	Restart       jobmaster.RestartStrategy // default for jobs that set none
-	Retention     time.Duration
+	MaxJobSlots int
+	Restart     jobmaster.RestartStrategy // default for jobs that set none
+	Retention   time.Duration
+	// SplitSize is the largest input split; a source's splits are smaller
+	// when its input is small for its parallelism (see splitSizeFor).
 	SplitSize     int64
 	CancelTimeout time.Duration
 	RPCTimeout    time.Duration
+	// Quotas returns a tenant's quotas; nil means none.
+	Quotas func(tenant string) Quotas
 
 	Logger *slog.Logger
 	Now    func() time.Time
+}
+
+// Quotas bound one tenant. A zero field means no limit of the tenant's own.
+type Quotas struct {
+	Slots       int   // slots the tenant's live jobs may need in all
+	RunningJobs int   // jobs of the tenant not yet ended
+	ModuleBytes int64 // the largest module the tenant may upload
+	// Limits go with every task of the tenant's jobs.
+	Limits jobmaster.TaskLimits
 }
 
 // Submission is a job to run.
@@ -115,6 +128,7 @@ type Dispatcher struct {
 
 	mu     sync.Mutex
 	jobs   map[string]*jobmaster.JobMaster
+	need   map[string]int // slots each job needs, for the tenant slot quota
 	closed bool
 
 	stop chan struct{}
@@ -154,7 +168,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	d := &Dispatcher{cfg: cfg, log: cfg.Logger, jobs: map[string]*jobmaster.JobMaster{}, stop: make(chan struct{})}
+	d := &Dispatcher{cfg: cfg, log: cfg.Logger, jobs: map[string]*jobmaster.JobMaster{}, need: map[string]int{}, stop: make(chan struct{})}
 	d.wg.Add(1)
 	go d.sweep()
 	return d, nil
@@ -195,6 +209,9 @@ func (d *Dispatcher) Close() {
 // ErrModuleTooLarge, ErrInvalidModule (with what is wrong), the blob
 // store's errors as ErrUnavailable.
 func (d *Dispatcher) UploadModule(ctx context.Context, tenant string, wasm []byte) (string, int64, error) {
+	if q := d.quotas(tenant); q.ModuleBytes > 0 && int64(len(wasm)) > q.ModuleBytes {
+		return "", 0, rpcerr.Errorf(rpcerr.ErrResourceExhausted, "tenant %q: module size quota %d bytes exceeded (module is %d bytes)", tenant, q.ModuleBytes, len(wasm))
+	}
 	if int64(len(wasm)) > d.cfg.ModuleSizeLimit {
 		return "", 0, rpcerr.Errorf(rpcerr.ErrModuleTooLarge, "module is %d bytes, over the limit of %d bytes", len(wasm), d.cfg.ModuleSizeLimit)
 	}
@@ -262,15 +279,19 @@ func (d *Dispatcher) SubmitJob(ctx context.Context, tenant string, s Submission)
 	if d.cfg.MaxJobSlots > 0 && need > d.cfg.MaxJobSlots {
 		return "", rpcerr.Errorf(rpcerr.ErrInvalidArgument, "job needs %d slots (its largest parallelism), above the cluster's limit of %d per job: lower the parallelism", need, d.cfg.MaxJobSlots)
 	}
-	splits, err := resolveSplits(ctx, d.cfg.Blob, tenant, g, s.Config, d.cfg.SplitSize)
+	splits, err := resolveSplits(ctx, d.cfg.Blob, tenant, g, s.Config, p, d.cfg.SplitSize)
 	if err != nil {
 		return "", err
 	}
 
+	q := d.quotas(tenant)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
 		return "", rpcerr.Errorf(rpcerr.ErrUnavailable, "the job manager is shutting down")
+	}
+	if err := d.checkQuotaLocked(tenant, q, need); err != nil {
+		return "", err
 	}
 	id := randomID()
 	name := s.Name
@@ -294,6 +315,7 @@ func (d *Dispatcher) SubmitJob(ctx context.Context, tenant string, s Submission)
 		Gateway:            d.cfg.Gateway,
 		CancelTimeout:      d.cfg.CancelTimeout,
 		RPCTimeout:         d.cfg.RPCTimeout,
+		Limits:             q.Limits,
 		Logger:             d.log,
 		Now:                d.cfg.Now,
 	})
@@ -301,8 +323,40 @@ func (d *Dispatcher) SubmitJob(ctx context.Context, tenant string, s Submission)
 		return "", err
 	}
 	d.jobs[id] = jm
+	d.need[id] = need
 	d.log.Info("job submitted", "job", id, "tenant", tenant, "name", name, "module", s.ModuleDigest, "slots", need)
 	return id, nil
+}
+
+func (d *Dispatcher) quotas(tenant string) Quotas {
+	if d.cfg.Quotas == nil {
+		return Quotas{}
+	}
+	return d.cfg.Quotas(tenant)
+}
+
+// checkQuotaLocked refuses a job of tenant needing need slots when the
+// tenant's live jobs already reach its running-jobs or slot quota. Slots
+// are counted as the jobs need them, whether granted yet or not.
+func (d *Dispatcher) checkQuotaLocked(tenant string, q Quotas, need int) error {
+	if q.RunningJobs <= 0 && q.Slots <= 0 {
+		return nil
+	}
+	running, slots := 0, 0
+	for id, j := range d.jobs {
+		if j.Tenant() != tenant || j.Details().State.Terminal() {
+			continue
+		}
+		running++
+		slots += d.need[id]
+	}
+	if q.RunningJobs > 0 && running >= q.RunningJobs {
+		return rpcerr.Errorf(rpcerr.ErrResourceExhausted, "tenant %q: running jobs quota %d reached: wait for a job to end or cancel one", tenant, q.RunningJobs)
+	}
+	if q.Slots > 0 && slots+need > q.Slots {
+		return rpcerr.Errorf(rpcerr.ErrResourceExhausted, "tenant %q: slots quota %d: %d in use, the job needs %d: lower its parallelism or wait", tenant, q.Slots, slots, need)
+	}
+	return nil
 }
 
 // readModule fetches and verifies a module.
@@ -468,6 +522,7 @@ func (d *Dispatcher) expire() {
 		det := jm.Details()
 		if det.State.Terminal() && !det.End.IsZero() && now.Sub(det.End) > d.cfg.Retention {
 			delete(d.jobs, id)
+			delete(d.need, id)
 			gone = append(gone, jm)
 			d.log.Info("job result expired", "job", id, "tenant", det.Tenant, "state", det.State)
 		}

@@ -286,6 +286,73 @@ func TestUnknownJob(t *testing.T) {
 	check("jobmaster", err)
 }
 
+func TestSplitSizeFor(t *testing.T) {
+	const (
+		KiB = 1 << 10
+		MiB = 1 << 20
+	)
+	tests := []struct {
+		total    int64
+		subtasks int
+		max      int64
+		want     int64
+	}{
+		{4 * MiB, 2, 4 * MiB, 512 * KiB},   // a 4 MiB file at p=2: 8 splits, 4 per subtask
+		{4 * MiB, 1, 4 * MiB, 1 * MiB},     // p=1: 4 splits
+		{1 << 30, 4, 4 * MiB, 4 * MiB},     // large inputs: the maximum
+		{1 * MiB, 8, 4 * MiB, 256 * KiB},   // small inputs: not below the minimum
+		{100, 2, 4 * MiB, 256 * KiB},       // tiny input: one split of the minimum
+		{0, 2, 4 * MiB, 256 * KiB},         // empty input
+		{10 * MiB, 0, 4 * MiB, 2560 * KiB}, // parallelism 0 counts as 1
+		{10, 1, 4, 4},                      // a maximum below the minimum wins
+		{64 * MiB, 4, 8 * MiB, 4 * MiB},    // a larger configured maximum
+	}
+	for _, tt := range tests {
+		if got := splitSizeFor(tt.total, tt.subtasks, tt.max); got != tt.want {
+			t.Errorf("splitSizeFor(%d, %d, %d) = %d, want %d", tt.total, tt.subtasks, tt.max, got, tt.want)
+		}
+	}
+}
+
+func TestResolveSplitsAdapt(t *testing.T) {
+	ctx := context.Background()
+	store, err := blob.Open(ctx, "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	body := strings.Repeat("x", 4<<20)
+	if err := store.Put(ctx, "tenants/default/in/big.txt", strings.NewReader(body), int64(len(body))); err != nil {
+		t.Fatal(err)
+	}
+	g := &jobgraph.Graph{Vertices: []jobgraph.Vertex{
+		{ID: 1, Name: "src", Kind: jobgraph.KindSource, Connector: jobgraph.ConnectorText, Config: map[string]string{"paths": `["in/big.txt"]`}},
+		{ID: 2, Name: "src3", Kind: jobgraph.KindSource, Connector: jobgraph.ConnectorText, Parallelism: 4, Config: map[string]string{"paths": `["in/big.txt"]`}},
+	}}
+	got, err := resolveSplits(ctx, store, DefaultTenant, g, nil, 2, DefaultSplitSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Vertex 1 runs at the job's parallelism 2: 8 splits of 512 KiB;
+	// vertex 2 sets 4: 16 of 256 KiB.
+	for id, want := range map[int]int{1: 8, 2: 16} {
+		splits := got[id]
+		if len(splits) != want {
+			t.Fatalf("vertex %d: %d splits, want %d: %v", id, len(splits), want, splits)
+		}
+		var next int64
+		for _, sp := range splits {
+			if sp.Offset != next || sp.Length != int64(len(body))/int64(want) {
+				t.Fatalf("vertex %d: split %v does not continue at %d with an even length", id, sp, next)
+			}
+			next += sp.Length
+		}
+		if next != int64(len(body)) {
+			t.Fatalf("vertex %d: splits cover %d bytes, want %d", id, next, len(body))
+		}
+	}
+}
+
 func TestResolveSplits(t *testing.T) {
 	ctx := context.Background()
 	store, err := blob.Open(ctx, "file://"+t.TempDir())
@@ -325,7 +392,7 @@ func TestResolveSplits(t *testing.T) {
 		{`["tenants/other/x"]`, nil, "", "belongs to another tenant"},
 	}
 	for _, tt := range tests {
-		got, err := resolveSplits(ctx, store, DefaultTenant, text(tt.paths), tt.conf, 4)
+		got, err := resolveSplits(ctx, store, DefaultTenant, text(tt.paths), tt.conf, 1, 4)
 		if tt.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.err) {
 				t.Errorf("%s: err %v, want %q", tt.paths, err, tt.err)

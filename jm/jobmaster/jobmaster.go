@@ -83,7 +83,9 @@ type Config struct {
 	CancelTimeout time.Duration
 	// RPCTimeout bounds each call to a TaskManager.
 	RPCTimeout time.Duration
-	Logger     *slog.Logger
+	// Limits go with every deployment (the tenant's sandbox quotas).
+	Limits TaskLimits
+	Logger *slog.Logger
 	// Now is the clock for timestamps; nil means time.Now.
 	Now func() time.Time
 }
@@ -421,7 +423,13 @@ func (jm *JobMaster) requestSlots() {
 	jm.attemptCancel = cancel
 	attempt, n := jm.attempt, slotsNeeded(jm.tasks)
 	jm.goBG(func() {
-		slots, err := jm.cfg.Slots.RequestSlots(ctx, jm.cfg.JobID, n)
+		var slots []resourcemanager.Slot
+		var err error
+		if tp, ok := jm.cfg.Slots.(TenantSlotPool); ok {
+			slots, err = tp.RequestTenantSlots(ctx, jm.cfg.Tenant, jm.cfg.JobID, n)
+		} else {
+			slots, err = jm.cfg.Slots.RequestSlots(ctx, jm.cfg.JobID, n)
+		}
 		if !jm.send(evSlots{attempt: attempt, slots: slots, err: err}) && err == nil {
 			jm.cfg.Slots.ReleaseSlots(allocIDs(slots)...)
 		}
@@ -498,6 +506,7 @@ func (jm *JobMaster) deployment(x *execution) Deployment {
 		ExecutionID:      x.id,
 		JobID:            jm.cfg.JobID,
 		Tenant:           jm.cfg.Tenant,
+		Limits:           jm.cfg.Limits,
 		ModuleDigest:     jm.cfg.ModuleDigest,
 		Args:             slices.Clone(jm.cfg.Args),
 		Chain:            slices.Clone(t.vertices),

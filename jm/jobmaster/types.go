@@ -90,6 +90,17 @@ type Deployment struct {
 	// reports its state and asks for input splits.
 	JobMasterAddress string
 	Config           map[string]string
+	// Limits bound the task's sandbox (the tenant's quotas); zero fields
+	// leave the TaskManager's defaults.
+	Limits TaskLimits
+}
+
+// TaskLimits are the sandbox limits a task runs under, from its tenant's
+// quotas. Zero means the TaskManager's default.
+type TaskLimits struct {
+	MemoryBytes int64         // linear memory of each instance
+	CallTimeout time.Duration // deadline of one guest call
+	StateBytes  int64         // keyed and operator state of the task
 }
 
 // TaskExecutorGateway reaches the TaskExecutor service of a TaskManager by
@@ -105,6 +116,13 @@ type TaskExecutorGateway interface {
 type SlotPool interface {
 	RequestSlots(ctx context.Context, jobID string, n int) ([]resourcemanager.Slot, error)
 	ReleaseSlots(allocationIDs ...string)
+}
+
+// TenantSlotPool is a SlotPool that shares slots fairly between tenants;
+// a JobMaster uses RequestTenantSlots when its pool has it.
+type TenantSlotPool interface {
+	SlotPool
+	RequestTenantSlots(ctx context.Context, tenant, jobID string, n int) ([]resourcemanager.Slot, error)
 }
 
 // TaskUpdate is a task's state report.

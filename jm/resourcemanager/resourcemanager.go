@@ -77,6 +77,9 @@ type ResourceManager struct {
 	sm      *SlotManager
 	waiters []*waiter // slot requests waiting, oldest first
 	closed  bool
+	// tenantOf is the tenant of each allocation, for fair sharing.
+	tenantOf map[string]string
+	seq      int
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -84,9 +87,11 @@ type ResourceManager struct {
 }
 
 type waiter struct {
-	jobID string
-	n     int
-	got   chan []Slot // buffered(1): the slots, once allocated
+	jobID  string
+	tenant string
+	seq    int
+	n      int
+	got    chan []Slot // buffered(1): the slots, once allocated
 }
 
 // New returns a running ResourceManager.
@@ -186,8 +191,18 @@ func (rm *ResourceManager) Heartbeat(ctx context.Context, h Heartbeat) (known bo
 //   - ctx's error when it ends first; ErrUnavailable when the
 //     ResourceManager closes.
 func (rm *ResourceManager) RequestSlots(ctx context.Context, jobID string, n int) ([]Slot, error) {
+	return rm.RequestTenantSlots(ctx, "", jobID, n)
+}
+
+// RequestTenantSlots is RequestSlots for a job of tenant. While requests
+// wait, freed slots go to the waiting tenant with the fewest slots in use
+// (FairOrder), oldest request first among equals.
+func (rm *ResourceManager) RequestTenantSlots(ctx context.Context, tenant, jobID string, n int) ([]Slot, error) {
 	rm.mu.Lock()
 	slots, err := rm.sm.Allocate(jobID, n)
+	if err == nil {
+		rm.noteTenantLocked(tenant, slots)
+	}
 	if err == nil || !errors.Is(err, rpcerr.ErrNotEnoughSlots) {
 		rm.mu.Unlock()
 		if err == nil {
@@ -195,7 +210,8 @@ func (rm *ResourceManager) RequestSlots(ctx context.Context, jobID string, n int
 		}
 		return slots, err
 	}
-	w := &waiter{jobID: jobID, n: n, got: make(chan []Slot, 1)}
+	rm.seq++
+	w := &waiter{jobID: jobID, tenant: tenant, seq: rm.seq, n: n, got: make(chan []Slot, 1)}
 	rm.waiters = append(rm.waiters, w)
 	rm.mu.Unlock()
 	rm.log.Info("waiting for slots", "job", jobID, "need", n, "timeout", rm.cfg.SlotRequestTimeout)
@@ -219,6 +235,9 @@ func (rm *ResourceManager) RequestSlots(ctx context.Context, jobID string, n int
 	select {
 	case s := <-w.got: // allocated as we gave up: hand them back
 		rm.sm.Release(allocationIDs(s)...)
+		for _, id := range allocationIDs(s) {
+			delete(rm.tenantOf, id)
+		}
 		rm.serveWaitersLocked()
 	default:
 	}
@@ -228,17 +247,58 @@ func (rm *ResourceManager) RequestSlots(ctx context.Context, jobID string, n int
 	return nil, rpcerr.NotEnoughSlots(n, rm.sm.Free())
 }
 
-// serveWaitersLocked gives free slots to waiting requests, oldest first. A
-// request that cannot be met does not hold up smaller ones behind it.
+// serveWaitersLocked gives free slots to waiting requests in FairOrder:
+// the tenant with the fewest slots in use first, oldest first among
+// equals. A request that cannot be met does not hold up smaller ones
+// behind it.
 func (rm *ResourceManager) serveWaitersLocked() {
-	rm.waiters = slices.DeleteFunc(rm.waiters, func(w *waiter) bool {
-		s, err := rm.sm.Allocate(w.jobID, w.n)
-		if err != nil {
-			return false
+	for len(rm.waiters) > 0 {
+		inUse := rm.inUseLocked()
+		reqs := make([]Request, len(rm.waiters))
+		for i, w := range rm.waiters {
+			reqs[i] = Request{Tenant: w.tenant, Seq: w.seq}
 		}
-		w.got <- s
-		return true
-	})
+		served := -1
+		for _, i := range FairOrder(reqs, inUse) {
+			w := rm.waiters[i]
+			s, err := rm.sm.Allocate(w.jobID, w.n)
+			if err != nil {
+				continue
+			}
+			rm.noteTenantLocked(w.tenant, s)
+			w.got <- s
+			served = i
+			break
+		}
+		if served < 0 {
+			return
+		}
+		rm.waiters = slices.Delete(rm.waiters, served, served+1)
+	}
+}
+
+// noteTenantLocked records the tenant of new allocations.
+func (rm *ResourceManager) noteTenantLocked(tenant string, slots []Slot) {
+	if rm.tenantOf == nil {
+		rm.tenantOf = map[string]string{}
+	}
+	for _, s := range slots {
+		rm.tenantOf[s.AllocationID] = tenant
+	}
+}
+
+// inUseLocked counts the slots each tenant holds, forgetting allocations
+// the SlotManager no longer has (a TaskManager died).
+func (rm *ResourceManager) inUseLocked() map[string]int {
+	inUse := map[string]int{}
+	for id, t := range rm.tenantOf {
+		if !rm.sm.Has(id) {
+			delete(rm.tenantOf, id)
+			continue
+		}
+		inUse[t]++
+	}
+	return inUse
 }
 
 // ReleaseSlots returns allocations to the pool. The caller frees them on
@@ -246,6 +306,9 @@ func (rm *ResourceManager) serveWaitersLocked() {
 func (rm *ResourceManager) ReleaseSlots(allocationIDs ...string) {
 	rm.mu.Lock()
 	rm.sm.Release(allocationIDs...)
+	for _, id := range allocationIDs {
+		delete(rm.tenantOf, id)
+	}
 	rm.serveWaitersLocked()
 	rm.mu.Unlock()
 }

@@ -3,15 +3,25 @@ package rpc
 import (
 	"context"
 
+	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/rpcerr"
+	"github.com/sluicehq/sluice/internal/rpcserver"
 	"github.com/sluicehq/sluice/jm/dispatcher"
 )
 
-// Auth authenticates calls. It is a placeholder for the tenants issue: the
-// default lets every client act as the default tenant and every peer in.
+// Auth authenticates calls.
 type Auth interface {
 	// Client returns the tenant a client call acts for.
+	//
+	// # Errors
+	//
+	// ErrUnauthenticated: no token, or one no tenant holds.
 	Client(ctx context.Context) (tenant string, err error)
 	// Peer checks a call from a TaskManager or task (cluster secret).
+	//
+	// # Errors
+	//
+	// ErrUnauthenticated: no proof of the cluster secret, or a wrong one.
 	Peer(ctx context.Context) error
 }
 
@@ -24,3 +34,40 @@ func (OpenAuth) Client(context.Context) (string, error) { return dispatcher.Defa
 
 // Peer accepts every peer.
 func (OpenAuth) Peer(context.Context) error { return nil }
+
+// TokenAuth authenticates clients by the bearer token in their calls'
+// metadata (rpcserver.MetaToken) and peers by the proof of the cluster
+// secret (rpcserver.MetaPeer). A nil Tenants lets every client in as the
+// default tenant; a nil Secret lets every peer in.
+type TokenAuth struct {
+	Tenants *auth.Tenants
+	Secret  *auth.Secret
+}
+
+// Client returns the tenant whose token the call carries.
+func (a TokenAuth) Client(ctx context.Context) (string, error) {
+	if a.Tenants == nil {
+		return dispatcher.DefaultTenant, nil
+	}
+	tok, ok := rpcserver.Incoming(ctx, rpcserver.MetaToken)
+	if !ok || tok == "" {
+		return "", rpcerr.Errorf(rpcerr.ErrUnauthenticated, "no token: pass --token or set SLUICE_TOKEN")
+	}
+	t, err := a.Tenants.Lookup(tok)
+	if err != nil {
+		return "", rpcerr.Errorf(rpcerr.ErrUnauthenticated, "invalid token: ask the cluster operator for one (sluice tenant add)")
+	}
+	return t.Name, nil
+}
+
+// Peer checks the cluster-secret proof of the call.
+func (a TokenAuth) Peer(ctx context.Context) error {
+	if a.Secret == nil {
+		return nil
+	}
+	proof, _ := rpcserver.Incoming(ctx, rpcserver.MetaPeer)
+	if !a.Secret.CheckRPC(proof) {
+		return rpcerr.Errorf(rpcerr.ErrUnauthenticated, "not a cluster member: wrong or missing cluster secret (--secret-file or SLUICE_CLUSTER_SECRET)")
+	}
+	return nil
+}

@@ -57,6 +57,10 @@ func deploymentToWire(d jmd.Deployment) (*taskexecutor.TaskDeployment, error) {
 		JobmasterAddress: d.JobMasterAddress,
 		Config:           d.Config,
 	}
+	if l := d.Limits; l.MemoryBytes > 0 || l.CallTimeout > 0 || l.StateBytes > 0 {
+		mem, call, state := l.MemoryBytes, l.CallTimeout.Milliseconds(), l.StateBytes
+		w.MemoryLimitBytes, w.CallTimeoutMs, w.MaxStateBytes = &mem, &call, &state
+	}
 	for _, in := range d.Inputs {
 		w.Inputs = append(w.Inputs, &taskexecutor.InputSpec{ResultId: in.ResultID, Producers: int32(in.Producers)})
 	}

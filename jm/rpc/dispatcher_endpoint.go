@@ -42,6 +42,9 @@ func (e *DispatcherEndpoint) SubmitJob(ctx context.Context, req *dispatcher.Subm
 	if req == nil {
 		return nil, rpcerr.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "submit job: no request"))
 	}
+	if err := checkSubmission(req); err != nil {
+		return nil, rpcerr.ToWire(err)
+	}
 	id, err := e.D.SubmitJob(ctx, tenant, dsp.Submission{
 		ModuleDigest: req.GetModuleDigest(),
 		Args:         req.GetArgs_(),
@@ -53,6 +56,38 @@ func (e *DispatcherEndpoint) SubmitJob(ctx context.Context, req *dispatcher.Subm
 		return nil, rpcerr.ToWire(err)
 	}
 	return &dispatcher.SubmitJobResponse{JobId: id}, nil
+}
+
+// Bounds on a submission's arguments, config and name.
+const (
+	MaxArgs        = 1024
+	MaxArgsBytes   = 64 << 10
+	MaxConfig      = 256
+	MaxConfigBytes = 64 << 10
+	MaxNameBytes   = 256
+)
+
+// checkSubmission refuses arguments, config and names beyond the bounds:
+// they are copied into every task deployment and the job's details.
+func checkSubmission(req *dispatcher.SubmitJobRequest) error {
+	n := 0
+	for _, a := range req.GetArgs_() {
+		n += len(a)
+	}
+	if len(req.GetArgs_()) > MaxArgs || n > MaxArgsBytes {
+		return rpcerr.Errorf(rpcerr.ErrInvalidArgument, "submit job: %d arguments of %d bytes: at most %d arguments and %d bytes", len(req.GetArgs_()), n, MaxArgs, MaxArgsBytes)
+	}
+	n = 0
+	for k, v := range req.GetConfig() {
+		n += len(k) + len(v)
+	}
+	if len(req.GetConfig()) > MaxConfig || n > MaxConfigBytes {
+		return rpcerr.Errorf(rpcerr.ErrInvalidArgument, "submit job: %d config entries of %d bytes: at most %d entries and %d bytes", len(req.GetConfig()), n, MaxConfig, MaxConfigBytes)
+	}
+	if len(req.GetName()) > MaxNameBytes {
+		return rpcerr.Errorf(rpcerr.ErrInvalidArgument, "submit job: name of %d bytes: at most %d", len(req.GetName()), MaxNameBytes)
+	}
+	return nil
 }
 
 // ListJobs lists the tenant's jobs.
@@ -112,5 +147,7 @@ func (e *DispatcherEndpoint) Overview(ctx context.Context) (*dispatcher.ClusterO
 	if err != nil {
 		return nil, rpcerr.ToWire(err)
 	}
-	return overviewToWire(e.D.Overview(ctx, tenant)), nil
+	o := overviewToWire(e.D.Overview(ctx, tenant))
+	o.Tenant = &tenant
+	return o, nil
 }

@@ -32,6 +32,7 @@ type Client struct {
 	timeout       time.Duration
 	uploadTimeout time.Duration
 	pollInterval  time.Duration
+	token         string
 }
 
 // Option configures a Client.
@@ -46,6 +47,11 @@ func WithUploadTimeout(d time.Duration) Option { return func(c *Client) { c.uplo
 
 // WithPollInterval sets how long each server-side wait of WaitJob lasts.
 func WithPollInterval(d time.Duration) Option { return func(c *Client) { c.pollInterval = d } }
+
+// WithToken sets the bearer token every call carries (a tenant's token,
+// "slc_…"). A JobManager with a tenants file refuses calls without a valid
+// one (ErrUnauthenticated); an open one ignores it.
+func WithToken(token string) Option { return func(c *Client) { c.token = token } }
 
 // New returns a client for the JobManager at addr (host:port). It does not
 // connect until the first call.
@@ -62,7 +68,11 @@ func New(addr string, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o(c)
 	}
-	kc, err := dispclient.NewClient("dispatcher", rpcserver.ClientOptions(addr, rpcserver.ClientConfig{RPCTimeout: c.timeout})...)
+	cc := rpcserver.ClientConfig{RPCTimeout: c.timeout}
+	if c.token != "" {
+		cc.Metadata = map[string]string{rpcserver.MetaToken: c.token}
+	}
+	kc, err := dispclient.NewClient("dispatcher", rpcserver.ClientOptions(addr, cc)...)
 	if err != nil {
 		return nil, fmt.Errorf("dispatcher client for %s: %w", addr, err)
 	}

@@ -80,7 +80,7 @@ func overviewFromWire(o *dispatcher.ClusterOverview) Overview {
 	if o == nil {
 		return Overview{}
 	}
-	out := Overview{SlotsTotal: int(o.GetSlotsTotal()), SlotsFree: int(o.GetSlotsFree())}
+	out := Overview{SlotsTotal: int(o.GetSlotsTotal()), SlotsFree: int(o.GetSlotsFree()), Tenant: o.GetTenant()}
 	if len(o.GetJobsByState()) > 0 {
 		out.JobsByState = make(map[string]int, len(o.GetJobsByState()))
 		for s, n := range o.GetJobsByState() {

@@ -96,4 +96,7 @@ type Overview struct {
 	SlotsTotal   int               `json:"slots_total"`
 	SlotsFree    int               `json:"slots_free"`
 	JobsByState  map[string]int    `json:"jobs_by_state,omitempty"`
+	// Tenant is the caller's tenant, the one whose jobs JobsByState counts
+	// ("default" on a JobManager without tenants).
+	Tenant string `json:"tenant,omitempty"`
 }

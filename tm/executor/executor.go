@@ -34,6 +34,9 @@ type Deployment struct {
 	AllocationID     string
 	JobMasterAddress string
 	Config           map[string]string
+	// Limits are the tenant's sandbox quotas (memory per instance, call
+	// deadline, state size); zero fields leave Config.Limits.
+	Limits wasmhost.Limits
 }
 
 // Config configures an Executor.
@@ -46,7 +49,10 @@ type Config struct {
 	// CacheDir keeps downloaded module bytes by digest; "" keeps them in
 	// memory only (compiled modules are cached by the wasmhost runtime).
 	CacheDir string
-	Logger   *slog.Logger
+	// Limits bound every task's guest; a deployment's own limits can only
+	// lower them. Zero fields take wasmhost's defaults.
+	Limits wasmhost.Limits
+	Logger *slog.Logger
 	// ReportTimeout bounds the retries of one task state report; 0 means 30s.
 	ReportTimeout time.Duration
 }
@@ -395,6 +401,7 @@ func (e *Executor) runTask(ctx context.Context, d Deployment, log *slog.Logger, 
 		Modules:   e.modules,
 		Blob:      e.cfg.Blob,
 		Exchange:  e.cfg.Exchange,
+		Limits:    taskLimits(e.cfg.Limits, d.Limits),
 		Logger:    log,
 		OnRunning: onRunning,
 	}
@@ -414,6 +421,22 @@ func Describe(err error) string {
 		msg += "\nmodule: " + ge.Digest
 	}
 	return msg
+}
+
+// taskLimits is base with each limit the deployment sets, where it is
+// tighter (or base has none).
+func taskLimits(base, dep wasmhost.Limits) wasmhost.Limits {
+	lower := func(b, d int64) int64 {
+		if d > 0 && (b <= 0 || d < b) {
+			return d
+		}
+		return b
+	}
+	l := base
+	l.MemoryLimitBytes = uint64(lower(int64(base.MemoryLimitBytes), int64(dep.MemoryLimitBytes)))
+	l.CallTimeout = time.Duration(lower(int64(base.CallTimeout), int64(dep.CallTimeout)))
+	l.MaxStateBytes = lower(base.MaxStateBytes, dep.MaxStateBytes)
+	return l
 }
 
 func validateDeployment(d *Deployment) error {

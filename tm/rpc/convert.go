@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/common"
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/jobmaster"
@@ -12,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/tm/exchange"
 	"github.com/sluicehq/sluice/tm/executor"
+	"github.com/sluicehq/sluice/wasmhost"
 )
 
 // Wire partitioner numbers of ChannelSpec.partitioner.
@@ -88,6 +90,11 @@ func deploymentFromWire(req *taskexecutor.TaskDeployment) (executor.Deployment, 
 		AllocationID:     req.GetAllocationId(),
 		JobMasterAddress: req.GetJobmasterAddress(),
 		Config:           req.GetConfig(),
+		Limits: wasmhost.Limits{
+			MemoryLimitBytes: uint64(max(req.GetMemoryLimitBytes(), 0)),
+			CallTimeout:      time.Duration(max(req.GetCallTimeoutMs(), 0)) * time.Millisecond,
+			MaxStateBytes:    max(req.GetMaxStateBytes(), 0),
+		},
 	}
 	for _, in := range req.GetInputs() {
 		if in == nil {

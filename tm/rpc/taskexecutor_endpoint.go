@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/taskexecutor"
 	tesvc "github.com/sluicehq/sluice/idl/kitex_gen/sluice/taskexecutor/taskexecutor"
+	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/internal/rpcserver"
 	"github.com/sluicehq/sluice/tm/executor"
@@ -24,7 +25,8 @@ type Executor interface {
 // same steps: convert and validate the request, call the executor, map the
 // error through rpcerr.
 type TaskExecutor struct {
-	ex Executor
+	ex     Executor
+	secret *auth.Secret
 }
 
 var _ taskexecutor.TaskExecutor = (*TaskExecutor)(nil)
@@ -32,8 +34,30 @@ var _ taskexecutor.TaskExecutor = (*TaskExecutor)(nil)
 // NewTaskExecutor returns the handler for ex.
 func NewTaskExecutor(ex Executor) *TaskExecutor { return &TaskExecutor{ex: ex} }
 
+// WithSecret returns h refusing calls that do not carry the proof of
+// secret (rpcserver.MetaPeer) with UNAUTHENTICATED. A nil secret accepts
+// every call.
+func (h *TaskExecutor) WithSecret(secret *auth.Secret) *TaskExecutor {
+	return &TaskExecutor{ex: h.ex, secret: secret}
+}
+
+// peer checks the caller is a cluster member.
+func (h *TaskExecutor) peer(ctx context.Context) error {
+	if h.secret == nil {
+		return nil
+	}
+	proof, _ := rpcserver.Incoming(ctx, rpcserver.MetaPeer)
+	if !h.secret.CheckRPC(proof) {
+		return rpcerr.Errorf(rpcerr.ErrUnauthenticated, "not a cluster member: wrong or missing cluster secret")
+	}
+	return nil
+}
+
 // DeployTask accepts a task into a slot and starts it.
 func (h *TaskExecutor) DeployTask(ctx context.Context, req *taskexecutor.TaskDeployment) error {
+	if err := h.peer(ctx); err != nil {
+		return rpcerr.ToWire(err)
+	}
 	d, err := deploymentFromWire(req)
 	if err != nil {
 		return rpcerr.ToWire(err)
@@ -43,6 +67,9 @@ func (h *TaskExecutor) DeployTask(ctx context.Context, req *taskexecutor.TaskDep
 
 // CancelTask stops a running task.
 func (h *TaskExecutor) CancelTask(ctx context.Context, req *taskexecutor.CancelTaskRequest) error {
+	if err := h.peer(ctx); err != nil {
+		return rpcerr.ToWire(err)
+	}
 	if req == nil || req.Fencing == nil || req.GetExecutionId() == "" {
 		return rpcerr.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "cancel task: need a fencing token and an execution id"))
 	}
@@ -51,6 +78,9 @@ func (h *TaskExecutor) CancelTask(ctx context.Context, req *taskexecutor.CancelT
 
 // FreeSlot returns a slot to the pool.
 func (h *TaskExecutor) FreeSlot(ctx context.Context, allocationID string) error {
+	if err := h.peer(ctx); err != nil {
+		return rpcerr.ToWire(err)
+	}
 	if allocationID == "" {
 		return rpcerr.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "free slot: no allocation id"))
 	}
@@ -58,9 +88,10 @@ func (h *TaskExecutor) FreeSlot(ctx context.Context, allocationID string) error 
 }
 
 // RegisterTaskExecutor returns the registration of the TaskExecutor service
-// for ex, for rpcserver.Start.
-func RegisterTaskExecutor(ex Executor) rpcserver.Registration {
+// for ex, for rpcserver.Start. Calls without the proof of secret are
+// refused (a nil secret accepts every call).
+func RegisterTaskExecutor(ex Executor, secret *auth.Secret) rpcserver.Registration {
 	return func(s server.Server) error {
-		return tesvc.RegisterService(s, NewTaskExecutor(ex))
+		return tesvc.RegisterService(s, NewTaskExecutor(ex).WithSecret(secret))
 	}
 }

@@ -667,6 +667,7 @@ type ClusterOverview struct {
 	SlotsTotal   int32              `thrift:"slots_total,2" frugal:"2,default,i32" json:"slots_total"`
 	SlotsFree    int32              `thrift:"slots_free,3" frugal:"3,default,i32" json:"slots_free"`
 	JobsByState  map[string]int32   `thrift:"jobs_by_state,4" frugal:"4,default,map<string:i32>" json:"jobs_by_state"`
+	Tenant       *string            `thrift:"tenant,5,optional" frugal:"5,optional,string" json:"tenant,omitempty"`
 }
 
 func NewClusterOverview() *ClusterOverview {
@@ -691,6 +692,15 @@ func (p *ClusterOverview) GetSlotsFree() (v int32) {
 func (p *ClusterOverview) GetJobsByState() (v map[string]int32) {
 	return p.JobsByState
 }
+
+var ClusterOverview_Tenant_DEFAULT string
+
+func (p *ClusterOverview) GetTenant() (v string) {
+	if !p.IsSetTenant() {
+		return ClusterOverview_Tenant_DEFAULT
+	}
+	return *p.Tenant
+}
 func (p *ClusterOverview) SetTaskManagers(val []*TaskManagerInfo) {
 	p.TaskManagers = val
 }
@@ -702,6 +712,13 @@ func (p *ClusterOverview) SetSlotsFree(val int32) {
 }
 func (p *ClusterOverview) SetJobsByState(val map[string]int32) {
 	p.JobsByState = val
+}
+func (p *ClusterOverview) SetTenant(val *string) {
+	p.Tenant = val
+}
+
+func (p *ClusterOverview) IsSetTenant() bool {
+	return p.Tenant != nil
 }
 
 func (p *ClusterOverview) String() string {
@@ -716,6 +733,7 @@ var fieldIDToName_ClusterOverview = map[int16]string{
 	2: "slots_total",
 	3: "slots_free",
 	4: "jobs_by_state",
+	5: "tenant",
 }
 
 type Dispatcher interface {

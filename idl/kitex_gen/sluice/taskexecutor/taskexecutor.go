@@ -109,6 +109,9 @@ type TaskDeployment struct {
 	AllocationId     string               `thrift:"allocation_id,13" frugal:"13,default,string" json:"allocation_id"`
 	JobmasterAddress string               `thrift:"jobmaster_address,14" frugal:"14,default,string" json:"jobmaster_address"`
 	Config           map[string]string    `thrift:"config,15" frugal:"15,default,map<string:string>" json:"config"`
+	MemoryLimitBytes *int64               `thrift:"memory_limit_bytes,16,optional" frugal:"16,optional,i64" json:"memory_limit_bytes,omitempty"`
+	CallTimeoutMs    *int64               `thrift:"call_timeout_ms,17,optional" frugal:"17,optional,i64" json:"call_timeout_ms,omitempty"`
+	MaxStateBytes    *int64               `thrift:"max_state_bytes,18,optional" frugal:"18,optional,i64" json:"max_state_bytes,omitempty"`
 }
 
 func NewTaskDeployment() *TaskDeployment {
@@ -182,6 +185,33 @@ func (p *TaskDeployment) GetJobmasterAddress() (v string) {
 func (p *TaskDeployment) GetConfig() (v map[string]string) {
 	return p.Config
 }
+
+var TaskDeployment_MemoryLimitBytes_DEFAULT int64
+
+func (p *TaskDeployment) GetMemoryLimitBytes() (v int64) {
+	if !p.IsSetMemoryLimitBytes() {
+		return TaskDeployment_MemoryLimitBytes_DEFAULT
+	}
+	return *p.MemoryLimitBytes
+}
+
+var TaskDeployment_CallTimeoutMs_DEFAULT int64
+
+func (p *TaskDeployment) GetCallTimeoutMs() (v int64) {
+	if !p.IsSetCallTimeoutMs() {
+		return TaskDeployment_CallTimeoutMs_DEFAULT
+	}
+	return *p.CallTimeoutMs
+}
+
+var TaskDeployment_MaxStateBytes_DEFAULT int64
+
+func (p *TaskDeployment) GetMaxStateBytes() (v int64) {
+	if !p.IsSetMaxStateBytes() {
+		return TaskDeployment_MaxStateBytes_DEFAULT
+	}
+	return *p.MaxStateBytes
+}
 func (p *TaskDeployment) SetFencing(val *common.FencingToken) {
 	p.Fencing = val
 }
@@ -227,9 +257,30 @@ func (p *TaskDeployment) SetJobmasterAddress(val string) {
 func (p *TaskDeployment) SetConfig(val map[string]string) {
 	p.Config = val
 }
+func (p *TaskDeployment) SetMemoryLimitBytes(val *int64) {
+	p.MemoryLimitBytes = val
+}
+func (p *TaskDeployment) SetCallTimeoutMs(val *int64) {
+	p.CallTimeoutMs = val
+}
+func (p *TaskDeployment) SetMaxStateBytes(val *int64) {
+	p.MaxStateBytes = val
+}
 
 func (p *TaskDeployment) IsSetFencing() bool {
 	return p.Fencing != nil
+}
+
+func (p *TaskDeployment) IsSetMemoryLimitBytes() bool {
+	return p.MemoryLimitBytes != nil
+}
+
+func (p *TaskDeployment) IsSetCallTimeoutMs() bool {
+	return p.CallTimeoutMs != nil
+}
+
+func (p *TaskDeployment) IsSetMaxStateBytes() bool {
+	return p.MaxStateBytes != nil
 }
 
 func (p *TaskDeployment) String() string {
@@ -255,6 +306,9 @@ var fieldIDToName_TaskDeployment = map[int16]string{
 	13: "allocation_id",
 	14: "jobmaster_address",
 	15: "config",
+	16: "memory_limit_bytes",
+	17: "call_timeout_ms",
+	18: "max_state_bytes",
 }
 
 type CancelTaskRequest struct {

@@ -1,0 +1,259 @@
+// Package auth holds the credentials of a session cluster: the tenants file
+// (tenant names, the SHA-256 hashes of their bearer tokens, their quotas),
+// token generation, and the cluster secret TaskManagers join with, from
+// which the RPC and data-port proofs are derived. It stores no token, only
+// hashes, and compares them in constant time. It must not import kitex_gen.
+package auth
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/bytedance/sonic"
+
+	"github.com/sluicehq/sluice/blob"
+)
+
+// TokenPrefix starts every token `sluice tenant add` makes, so a leaked one
+// is easy to find with a secret scanner.
+const TokenPrefix = "slc_"
+
+// Quotas bound what one tenant may use. A zero field means no limit of the
+// tenant's own (the cluster's limits still apply).
+type Quotas struct {
+	// Slots is the most task slots the tenant's jobs may hold at once.
+	Slots int `json:"slots,omitempty"`
+	// RunningJobs is the most jobs the tenant may have that have not ended.
+	RunningJobs int `json:"running_jobs,omitempty"`
+	// ModuleBytes is the largest module the tenant may upload.
+	ModuleBytes int64 `json:"module_bytes,omitempty"`
+	// MemoryBytes caps the linear memory of each of the tenant's Wasm
+	// instances.
+	MemoryBytes int64 `json:"memory_bytes,omitempty"`
+	// CallTimeoutMs is the deadline of each guest call, in milliseconds.
+	CallTimeoutMs int64 `json:"call_timeout_ms,omitempty"`
+	// StateBytes is the most keyed and operator state one task may hold.
+	StateBytes int64 `json:"state_bytes,omitempty"`
+}
+
+// CallTimeout returns CallTimeoutMs as a duration.
+func (q Quotas) CallTimeout() time.Duration { return time.Duration(q.CallTimeoutMs) * time.Millisecond }
+
+// Tenant is one entry of the tenants file.
+type Tenant struct {
+	Name string `json:"name"`
+	// TokenSHA256 are the lowercase hex SHA-256 hashes of the tenant's
+	// tokens; several allow rotation.
+	TokenSHA256 []string `json:"token_sha256"`
+	Quotas      Quotas   `json:"quotas"`
+}
+
+// File is the tenants file: {"tenants": [...]}.
+type File struct {
+	Tenants []Tenant `json:"tenants"`
+}
+
+// Tenants answers which tenant a token belongs to. It is immutable and safe
+// for concurrent use.
+type Tenants struct {
+	byName map[string]Tenant
+	hashes []tokenHash
+}
+
+type tokenHash struct {
+	sum    [sha256.Size]byte
+	tenant string
+}
+
+// ErrUnknownToken is returned by Lookup for a token no tenant holds.
+var ErrUnknownToken = errors.New("unknown token")
+
+// LoadTenants reads and parses a tenants file.
+func LoadTenants(path string) (*Tenants, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("tenants file: %w", err)
+	}
+	t, err := ParseTenants(b)
+	if err != nil {
+		return nil, fmt.Errorf("tenants file %s: %w", path, err)
+	}
+	return t, nil
+}
+
+// ParseTenants parses the JSON of a tenants file.
+//
+// # Errors
+//
+// Malformed JSON, a tenant name that is not a DNS label (blob.ValidateTenant),
+// a name twice, a hash that is not 64 hex digits, the same hash for two
+// tenants, a negative quota.
+func ParseTenants(b []byte) (*Tenants, error) {
+	var f File
+	if err := sonic.ConfigStd.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("parse: %w", err)
+	}
+	t := &Tenants{byName: map[string]Tenant{}}
+	owner := map[[sha256.Size]byte]string{}
+	for i, tn := range f.Tenants {
+		if err := blob.ValidateTenant(tn.Name); err != nil {
+			return nil, fmt.Errorf("tenant %d: %w", i, err)
+		}
+		if _, dup := t.byName[tn.Name]; dup {
+			return nil, fmt.Errorf("tenant %q listed twice", tn.Name)
+		}
+		q := tn.Quotas
+		if q.Slots < 0 || q.RunningJobs < 0 || q.ModuleBytes < 0 || q.MemoryBytes < 0 || q.CallTimeoutMs < 0 || q.StateBytes < 0 {
+			return nil, fmt.Errorf("tenant %q: quotas must be 0 (no limit) or more", tn.Name)
+		}
+		for _, h := range tn.TokenSHA256 {
+			raw, err := hex.DecodeString(strings.ToLower(h))
+			if err != nil || len(raw) != sha256.Size {
+				return nil, fmt.Errorf("tenant %q: token_sha256 %q is not 64 hex digits", tn.Name, h)
+			}
+			var sum [sha256.Size]byte
+			copy(sum[:], raw)
+			if o, dup := owner[sum]; dup {
+				return nil, fmt.Errorf("tenants %q and %q share a token hash", o, tn.Name)
+			}
+			owner[sum] = tn.Name
+			t.hashes = append(t.hashes, tokenHash{sum: sum, tenant: tn.Name})
+		}
+		t.byName[tn.Name] = tn
+	}
+	return t, nil
+}
+
+// Lookup returns the tenant holding token. Every stored hash is compared, in
+// constant time, whatever matches.
+//
+// # Errors
+//
+// ErrUnknownToken.
+func (t *Tenants) Lookup(token string) (Tenant, error) {
+	sum := sha256.Sum256([]byte(token))
+	found := ""
+	for _, h := range t.hashes {
+		if subtle.ConstantTimeCompare(sum[:], h.sum[:]) == 1 {
+			found = h.tenant
+		}
+	}
+	if found == "" {
+		return Tenant{}, ErrUnknownToken
+	}
+	return t.byName[found], nil
+}
+
+// Quotas returns the quotas of tenant (zero for an unknown one).
+func (t *Tenants) Quotas(tenant string) Quotas {
+	if t == nil {
+		return Quotas{}
+	}
+	return t.byName[tenant].Quotas
+}
+
+// NewToken returns a new random token: TokenPrefix and 32 bytes from
+// crypto/rand in unpadded base64url.
+func NewToken() string {
+	b := make([]byte, 32)
+	rand.Read(b) // never fails (crypto/rand, Go 1.24+)
+	return TokenPrefix + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// HashToken returns the lowercase hex SHA-256 of token, as the tenants file
+// stores it.
+func HashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// Secret is the cluster secret. Members never send it: they send proofs
+// derived from it (HMAC-SHA256 of a fixed label), one per channel, so a
+// proof seen on one channel does not open the other.
+type Secret struct{ key []byte }
+
+// Labels of the derived proofs.
+const (
+	labelRPC  = "sluice cluster rpc v1"
+	labelData = "sluice data port v1"
+)
+
+// NewSecret wraps secret bytes. Surrounding white space is dropped (files
+// end in a newline); an empty secret is an error.
+func NewSecret(b []byte) (*Secret, error) {
+	b = []byte(strings.TrimSpace(string(b)))
+	if len(b) == 0 {
+		return nil, errors.New("cluster secret is empty")
+	}
+	if len(b) < 16 {
+		return nil, fmt.Errorf("cluster secret is %d bytes: use at least 16 (e.g. openssl rand -hex 32)", len(b))
+	}
+	return &Secret{key: b}, nil
+}
+
+// LoadSecret reads the cluster secret from path, or, when path is empty,
+// from the environment variable env. Neither set gives (nil, nil): the
+// cluster is open.
+func LoadSecret(path, env string) (*Secret, error) {
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("cluster secret: %w", err)
+		}
+		return NewSecret(b)
+	}
+	if v := os.Getenv(env); v != "" {
+		return NewSecret([]byte(v))
+	}
+	return nil, nil
+}
+
+func (s *Secret) derive(label string) []byte {
+	m := hmac.New(sha256.New, s.key)
+	m.Write([]byte(label))
+	return m.Sum(nil)
+}
+
+// RPCProof is what a member sends in its calls' metadata (hex). A nil
+// Secret gives "".
+func (s *Secret) RPCProof() string {
+	if s == nil {
+		return ""
+	}
+	return hex.EncodeToString(s.derive(labelRPC))
+}
+
+// DataToken is the HELLO token of the data port. A nil Secret gives nil.
+func (s *Secret) DataToken() []byte {
+	if s == nil {
+		return nil
+	}
+	return s.derive(labelData)
+}
+
+// CheckRPC reports whether proof is this secret's RPC proof (constant time).
+// A nil Secret accepts everything.
+func (s *Secret) CheckRPC(proof string) bool {
+	if s == nil {
+		return true
+	}
+	return hmac.Equal([]byte(proof), []byte(s.RPCProof()))
+}
+
+// CheckData reports whether a HELLO token is this secret's data token. A
+// nil Secret accepts everything.
+func (s *Secret) CheckData(token []byte) bool {
+	if s == nil {
+		return true
+	}
+	return hmac.Equal(token, s.DataToken())
+}

@@ -1,0 +1,27 @@
+package executor
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/wasmhost"
+)
+
+func TestTaskLimitsOnlyTighten(t *testing.T) {
+	base := wasmhost.Limits{MemoryLimitBytes: 64 << 20, CallTimeout: 5 * time.Second, MaxLogBytes: 1 << 20}
+	for _, tc := range []struct {
+		name      string
+		base, dep wasmhost.Limits
+		want      wasmhost.Limits
+	}{
+		{"no quotas", base, wasmhost.Limits{}, base},
+		{"tighter", base, wasmhost.Limits{MemoryLimitBytes: 16 << 20, CallTimeout: time.Second, MaxStateBytes: 1 << 20},
+			wasmhost.Limits{MemoryLimitBytes: 16 << 20, CallTimeout: time.Second, MaxStateBytes: 1 << 20, MaxLogBytes: 1 << 20}},
+		{"looser is ignored", base, wasmhost.Limits{MemoryLimitBytes: 1 << 30, CallTimeout: time.Hour}, base},
+		{"no base", wasmhost.Limits{}, wasmhost.Limits{MemoryLimitBytes: 8 << 20}, wasmhost.Limits{MemoryLimitBytes: 8 << 20}},
+	} {
+		if got := taskLimits(tc.base, tc.dep); got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}

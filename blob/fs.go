@@ -141,14 +141,8 @@ func (s *fsStore) fail(op, key string, kind error, msg string, err error) error 
 
 // check runs the checks every operation starts with.
 func (s *fsStore) check(ctx context.Context, op, key string) error {
-	if s.closed.Load() {
-		return s.fail(op, key, ErrClosed, "the store was closed", nil)
-	}
-	if rule := keyRule(key); rule != "" {
-		return s.fail(op, key, ErrInvalidKey, rule, nil)
-	}
-	if err := ctx.Err(); err != nil {
-		return s.fail(op, key, nil, "", err)
+	if kind, msg, err := precheck(ctx, s.closed.Load(), key); kind != nil || err != nil {
+		return s.fail(op, key, kind, msg, err)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package blob
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"unicode"
@@ -115,4 +116,17 @@ func startAfterRule(s string) string {
 		return "startAfter contains a NUL byte"
 	}
 	return ""
+}
+
+// precheck is what every Store operation checks first, on every backend: the
+// store is open, the key is valid, the context is live. It returns the kind
+// and message of the failure, or the context's error.
+func precheck(ctx context.Context, closed bool, key string) (kind error, msg string, err error) {
+	if closed {
+		return ErrClosed, "the store was closed", nil
+	}
+	if rule := keyRule(key); rule != "" {
+		return ErrInvalidKey, rule, nil
+	}
+	return nil, "", ctx.Err()
 }

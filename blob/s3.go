@@ -289,14 +289,8 @@ func (s *s3Store) fail(op, key string, kind error, msg string, err error) error 
 }
 
 func (s *s3Store) check(ctx context.Context, op, key string) error {
-	if s.closed.Load() {
-		return s.fail(op, key, ErrClosed, "the store was closed", nil)
-	}
-	if rule := keyRule(key); rule != "" {
-		return s.fail(op, key, ErrInvalidKey, rule, nil)
-	}
-	if err := ctx.Err(); err != nil {
-		return s.fail(op, key, nil, "", err)
+	if kind, msg, err := precheck(ctx, s.closed.Load(), key); kind != nil || err != nil {
+		return s.fail(op, key, kind, msg, err)
 	}
 	return nil
 }

@@ -9,7 +9,12 @@ package keygroup
 
 // Of returns the key group of key, in [0, maxParallelism).
 func Of(key []byte, maxParallelism int) int {
-	// FNV-1a, then murmur3's finalizer so that similar keys spread well.
+	return int(Hash(key) % uint32(maxParallelism))
+}
+
+// Hash is FNV-1a followed by murmur3's finalizer, so that similar keys
+// spread well and the low bits depend on every byte.
+func Hash(key []byte) uint32 {
 	h := uint32(2166136261)
 	for _, c := range key {
 		h ^= uint32(c)
@@ -20,7 +25,7 @@ func Of(key []byte, maxParallelism int) int {
 	h ^= h >> 13
 	h *= 0xc2b2ae35
 	h ^= h >> 16
-	return int(h % uint32(maxParallelism))
+	return h
 }
 
 // Range returns the inclusive range of key groups that subtask owns when an

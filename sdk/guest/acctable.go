@@ -1,6 +1,10 @@
 package guest
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/sluicehq/sluice/internal/keygroup"
+)
 
 // accTable is the accumulator cache of a Reduce: key → accumulator, with a
 // dirty mark for what keyed state has not seen yet. It is an open-addressing
@@ -26,29 +30,13 @@ type accEnt struct {
 
 const minAccSlots = 1 << 10
 
-// accHash is FNV-1a with murmur3's finalizer, so that the low bits the table
-// uses depend on every byte.
-func accHash(b []byte) uint32 {
-	h := uint32(2166136261)
-	for _, c := range b {
-		h ^= uint32(c)
-		h *= 16777619
-	}
-	h ^= h >> 16
-	h *= 0x85ebca6b
-	h ^= h >> 13
-	h *= 0xc2b2ae35
-	h ^= h >> 16
-	return h
-}
-
 // find returns the index of key's entry, or -1 and the slot to insert it
 // at, with its hash.
 func (t *accTable) find(key []byte) (idx int, slot, h uint32) {
 	if t.slots == nil {
 		t.slots = make([]uint32, minAccSlots)
 	}
-	h = accHash(key)
+	h = keygroup.Hash(key)
 	mask := uint32(len(t.slots) - 1)
 	for i := h & mask; ; i = (i + 1) & mask {
 		s := t.slots[i]

@@ -337,7 +337,14 @@ type reduceStage struct {
 	recs  []Record
 	cache accTable
 	batch []byte // state_put_batch scratch
+	state byte   // what keyed state may hold: stateUnknown, stateEmpty, stateMayHold
 }
+
+const (
+	stateUnknown = iota
+	stateEmpty
+	stateMayHold
+)
 
 func (s *reduceStage) push(r Record) {
 	if !r.HasKey {
@@ -346,9 +353,11 @@ func (s *reduceStage) push(r Record) {
 	i, slot, h := s.cache.find(r.Key)
 	if i < 0 {
 		i = s.cache.insert(r.Key, slot, h)
-		s.ctx.key = r.Key
-		if v, ok := s.ctx.Get(""); ok {
-			s.cache.load(i, v)
+		if s.stateMayHold() {
+			s.ctx.key = r.Key
+			if v, ok := s.ctx.Get(""); ok {
+				s.cache.load(i, v)
+			}
 		}
 	}
 	// fn may return the accumulator changed in place, a new slice, or part
@@ -385,7 +394,41 @@ func (s *reduceStage) flush(evict bool) {
 	}
 	if evict {
 		c.reset()
+		s.state = stateMayHold
 	}
+}
+
+// stateMayHold reports whether keyed state may hold an accumulator for a
+// key the cache does not have. Keyed state starts empty unless it was
+// restored, and then only the reduce writes it: while it was found empty
+// and the cache was never emptied, every accumulator is in the cache, and a
+// new key needs no state_get (one host call per distinct key otherwise:
+// most of a word count's keys are new). A scan, once, tells empty from not.
+func (s *reduceStage) stateMayHold() bool {
+	if s.state == stateUnknown {
+		s.state = stateMayHold
+		if s.scan == nil {
+			s.scan = make([]byte, 64<<10)
+		}
+		empty := true
+		for {
+			n := hostStateScan(int32(s.op.id), "", s.scan)
+			if n == 0 {
+				break
+			}
+			empty = false
+			if n < 0 {
+				// Finish the scan all the same, so that the next one
+				// (emitFinal's) starts over and sees what is written
+				// from now on.
+				s.scan = make([]byte, -n)
+			}
+		}
+		if empty {
+			s.state = stateEmpty
+		}
+	}
+	return s.state == stateMayHold
 }
 
 func (s *reduceStage) putBatch(n int) {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -134,4 +136,235 @@ func TestRunawayTenantFailsOnlyItsOwnJob(t *testing.T) {
 			t.Fatal("the TaskManager went away")
 		}
 	}
+}
+
+// isoInputSize is the size of tenant a's word-count input in
+// BenchmarkTenantIsolation.
+const isoInputSize = 4 << 20
+
+// BenchmarkTenantIsolation measures tenant a's word count (p=2, a generated
+// input) on an embedded cluster alone and while tenant b keeps a hostile
+// job running: runaway "loop", which spins until b's 500ms call deadline
+// fails it, resubmitted as soon as it ends for the whole of a's run.
+// Iterations alternate alone and with-b runs (in alternating order), so
+// machine load hits both alike. Each run is timed from a's SubmitJob to its
+// result (module uploaded and compiled, input staged, before timing).
+// x_isolated is a's throughput with b over alone (target ≥ 0.8);
+// alone_MB/s and with_b_MB/s are the two throughputs, b_jobs/op how many
+// of b's jobs ran per with-b run, x_isolated_median the median of the
+// iterations' ratios (less swayed by one run hit by outside load).
+func BenchmarkTenantIsolation(b *testing.B) {
+	c, ca, cb := tenantCluster(b, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	wc := clustertest.Guest(b, "examples/wordcount")
+	hostile := clustertest.Guest(b, "internal/cluster/testdata/runaway")
+	in := filepath.Join(b.TempDir(), "input.txt")
+	if err := clustertest.GenerateText(in, isoInputSize, 7); err != nil {
+		b.Fatal(err)
+	}
+	args := []string{"--input", in}
+
+	// Warm up both jobs (upload, compile, stage) and check a's answer and
+	// that b's job fails on its deadline.
+	words := submitAs(ctx, b, c, ca, "a", wc, args, 2)
+	r, err := ca.WaitJob(ctx, words)
+	if err != nil || r.State != client.StateFinished {
+		b.Fatalf("a's warm-up word count: %v %s %s", err, r.State, r.Failure)
+	}
+	if d := clustertest.Diff(wordCounts(b, in), clustertest.Lines(r.Records)); d != "" {
+		b.Fatalf("a's word count is wrong: %s", d)
+	}
+	loop := submitAs(ctx, b, c, cb, "b", hostile, []string{"loop"}, 1)
+	if r, err := cb.WaitJob(ctx, loop); err != nil || r.State != client.StateFailed || !strings.Contains(strings.ToLower(r.Failure), "deadline") {
+		b.Fatalf("b's warm-up loop: %v %s %q", err, r.State, r.Failure)
+	}
+	specA := jobSpec(ctx, b, c, ca, "a", wc, args, 2)
+	specB := jobSpec(ctx, b, c, cb, "b", hostile, []string{"loop"}, 1)
+
+	runA := func() time.Duration {
+		b.Helper()
+		t0 := time.Now()
+		id, err := ca.SubmitJob(ctx, specA)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := ca.WaitJob(ctx, id)
+		if err != nil || r.State != client.StateFinished {
+			b.Fatalf("a's word count %s: %v %s %s", id, err, r.State, r.Failure)
+		}
+		return time.Since(t0)
+	}
+
+	var alone, withB time.Duration
+	var ratios []float64
+	bJobs := 0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		var a1, a2 time.Duration
+		for _, hostileRun := range []bool{i%2 == 1, i%2 == 0} {
+			if !hostileRun {
+				a1 = runA()
+				continue
+			}
+			h := startHostile(ctx, b, cb, specB)
+			a2 = runA()
+			n, err := h.stop()
+			if err != nil {
+				b.Fatal(err)
+			}
+			bJobs += n
+		}
+		alone, withB = alone+a1, withB+a2
+		ratios = append(ratios, float64(a1)/float64(a2))
+		b.Logf("iteration %d: alone %v, with b %v", i, a1.Round(time.Millisecond), a2.Round(time.Millisecond))
+	}
+	b.StopTimer()
+	slices.Sort(ratios)
+	b.ReportMetric(ratios[len(ratios)/2], "x_isolated_median")
+	mbps := func(d time.Duration) float64 { return float64(isoInputSize) * float64(b.N) / d.Seconds() / 1e6 }
+	b.ReportMetric(mbps(alone), "alone_MB/s")
+	b.ReportMetric(mbps(withB), "with_b_MB/s")
+	b.ReportMetric(float64(alone)/float64(withB), "x_isolated")
+	b.ReportMetric(float64(bJobs)/float64(b.N), "b_jobs/op")
+}
+
+// jobSpec stages args' inputs under tenant and uploads wasm once, for jobs
+// submitted again and again.
+func jobSpec(ctx context.Context, t testing.TB, c *cluster.Cluster, cl *client.Client, tenant string, wasm []byte, args []string, p int) client.JobSpec {
+	t.Helper()
+	inputs, err := cluster.StageInputs(ctx, c.Blob(), tenant, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest, err := cl.UploadModule(ctx, wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client.JobSpec{ModuleDigest: digest, Args: args, Parallelism: p, Config: cluster.InputsConfig(nil, inputs)}
+}
+
+// hostileTenant keeps one of b's hostile jobs running: it resubmits spec
+// whenever the previous job ends, until stop (at most maxHostileJobs jobs,
+// each waited for at most hostileJobTimeout).
+type hostileTenant struct {
+	quit chan struct{}
+	done chan struct{}
+	jobs int
+	err  error
+}
+
+const (
+	maxHostileJobs    = 200
+	hostileJobTimeout = 30 * time.Second
+)
+
+// startHostile starts b's resubmitting loop and returns once b's first job
+// has every subtask running, so b is hostile from a's first record on.
+func startHostile(ctx context.Context, t testing.TB, cl *client.Client, spec client.JobSpec) *hostileTenant {
+	t.Helper()
+	h := &hostileTenant{quit: make(chan struct{}), done: make(chan struct{})}
+	started := make(chan string, 1)
+	go h.run(ctx, cl, spec, started)
+	var id string
+	select {
+	case id = <-started:
+	case <-h.done:
+		t.Fatalf("b's hostile loop ended at once: %v", h.err)
+	}
+	deadline := time.Now().Add(hostileJobTimeout)
+	for {
+		d, err := cl.GetJob(ctx, id)
+		if err != nil {
+			h.stop()
+			t.Fatal(err)
+		}
+		if allRunning(d) || client.Terminal(d.State) {
+			return h
+		}
+		if time.Now().After(deadline) {
+			h.stop()
+			t.Fatalf("b's job %s not running after %v: %s", id, hostileJobTimeout, d.State)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func allRunning(d client.JobDetails) bool {
+	if d.State != client.StateRunning || len(d.Vertices) == 0 {
+		return false
+	}
+	for _, v := range d.Vertices {
+		for _, s := range v.Subtasks {
+			if s.State != client.StateRunning {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (h *hostileTenant) run(ctx context.Context, cl *client.Client, spec client.JobSpec, started chan<- string) {
+	defer close(h.done)
+	for h.jobs < maxHostileJobs {
+		select {
+		case <-h.quit:
+			return
+		default:
+		}
+		id, err := cl.SubmitJob(ctx, spec)
+		if err != nil {
+			h.err = err
+			return
+		}
+		h.jobs++
+		if h.jobs == 1 {
+			started <- id
+		}
+		if err := h.await(ctx, cl, id); err != nil {
+			h.err = err
+			return
+		}
+	}
+}
+
+// await waits for b's job id to end, cancelling it on stop. A job that
+// ends on its own must have failed on its call deadline.
+func (h *hostileTenant) await(ctx context.Context, cl *client.Client, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, hostileJobTimeout)
+	defer cancel()
+	for {
+		select {
+		case <-h.quit:
+			// It may have ended meanwhile: the wait below says how.
+			_ = cl.CancelJob(ctx, id)
+			r, err := cl.WaitJob(ctx, id)
+			if err != nil {
+				return err
+			}
+			if r.State != client.StateCanceled && r.State != client.StateFailed {
+				return fmt.Errorf("b's job %s ended %s after cancel", id, r.State)
+			}
+			return nil
+		default:
+		}
+		r, err := cl.PollJob(ctx, id, 50*time.Millisecond)
+		if err != nil {
+			return err
+		}
+		if client.Terminal(r.State) {
+			if r.State != client.StateFailed || !strings.Contains(strings.ToLower(r.Failure), "deadline") {
+				return fmt.Errorf("b's job %s ended %s: %q", id, r.State, r.Failure)
+			}
+			return nil
+		}
+	}
+}
+
+// stop ends b's loop, cancelling its running job and waiting for it to
+// end, and returns how many jobs b submitted.
+func (h *hostileTenant) stop() (int, error) {
+	close(h.quit)
+	<-h.done
+	return h.jobs, h.err
 }

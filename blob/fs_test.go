@@ -186,7 +186,7 @@ func TestFSCrashMidWrite(t *testing.T) {
 	cmd.Wait()
 
 	// Readers in the same moment: the old version, whole.
-	if got := readAll(t, s, "crash/k"); !bytes.Equal(got, old) {
+	if got := blobtest.GetBytes(t, s, "crash/k"); !bytes.Equal(got, old) {
 		t.Fatalf("after the crash the object has %d bytes, want the old %d", len(got), len(old))
 	}
 	if got := listKeys(t, s, ""); !slices.Equal(got, []string{"crash/k"}) {
@@ -201,7 +201,7 @@ func TestFSCrashMidWrite(t *testing.T) {
 	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
 		t.Fatalf("temporary files left after reopening: %v", ents)
 	}
-	if got := readAll(t, s2, "crash/k"); !bytes.Equal(got, old) {
+	if got := blobtest.GetBytes(t, s2, "crash/k"); !bytes.Equal(got, old) {
 		t.Fatal("old version damaged after reopening")
 	}
 }
@@ -226,20 +226,6 @@ type slowReader struct {
 func (s *slowReader) Read(p []byte) (int, error) {
 	time.Sleep(s.delay)
 	return s.r.Read(p[:min(len(p), 64<<10)])
-}
-
-func readAll(t *testing.T, s blob.Store, key string) []byte {
-	t.Helper()
-	rc, err := s.Get(context.Background(), key)
-	if err != nil {
-		t.Fatalf("Get(%q): %v", key, err)
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(rc)
-	if err != nil {
-		t.Fatalf("Get(%q): %v", key, err)
-	}
-	return b
 }
 
 func listKeys(t *testing.T, s blob.Store, prefix string) []string {

@@ -250,7 +250,7 @@ func TestS3Outage(t *testing.T) {
 		t.Logf("%s failed after %v: %v", name, d.Round(time.Millisecond), err)
 	}
 	m.Start()
-	if got := readAll(t, s, "k"); string(got) != "v1" {
+	if got := blobtest.GetBytes(t, s, "k"); string(got) != "v1" {
 		t.Fatalf("after the outage k = %q, want v1", got)
 	}
 	if err := s.Put(ctx, "k", strings.NewReader("v3"), 2); err != nil {
@@ -307,7 +307,7 @@ func TestS3KillDuringUpload(t *testing.T) {
 	if _, err := s.Stat(ctx, "big-new"); !errors.Is(err, blob.ErrNotFound) {
 		t.Fatalf("Stat(big-new) after the crash = %v, want ErrNotFound", err)
 	}
-	if got := readAll(t, s, "big-old"); string(got) != "previous" {
+	if got := blobtest.GetBytes(t, s, "big-old"); string(got) != "previous" {
 		t.Fatalf("big-old = %d bytes, want the previous version", len(got))
 	}
 	if got := listKeys(t, s, ""); len(got) != 1 || got[0] != "big-old" {
@@ -479,7 +479,7 @@ func TestS3ReadWhileReplaced(t *testing.T) {
 	if err := <-replaced; err != nil {
 		t.Fatal(err)
 	}
-	if got := readAll(t, s, "k"); !bytes.Equal(got, b) {
+	if got := blobtest.GetBytes(t, s, "k"); !bytes.Equal(got, b) {
 		t.Fatal("the replacement is not whole")
 	}
 }

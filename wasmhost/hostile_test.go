@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/abi"
 	"github.com/sluicehq/sluice/internal/jobgraph"
+	"github.com/sluicehq/sluice/internal/testutil"
 )
 
 // hostileProcess runs the test guest's hostile map in mode what on one
@@ -216,7 +217,7 @@ func TestNoFileSystemNoEnvironment(t *testing.T) {
 }
 
 func TestGuestOutputGoesToTheTaskLogBounded(t *testing.T) {
-	var buf syncBuffer
+	var buf testutil.SyncBuffer
 	logger := slog.New(slog.NewTextHandler(&buf, nil))
 	tt := openTask(t, []string{"hostile", "stdout"}, []int{2}, TaskConfig{Logger: logger, Limits: Limits{MaxLogBytes: 10 << 10}})
 	if err := tt.in.Process(context.Background(), textRecords("x")); err != nil {
@@ -236,23 +237,6 @@ func TestGuestOutputGoesToTheTaskLogBounded(t *testing.T) {
 	if len(logs) > 40<<10 {
 		t.Errorf("%d bytes of log for a 10 KiB budget", len(logs))
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestManyInstancesConcurrentlyLeakNothing(t *testing.T) {

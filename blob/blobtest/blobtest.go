@@ -125,7 +125,8 @@ func put(t *testing.T, s blob.Store, key string, r io.Reader, size int64) {
 	}
 }
 
-func getBytes(t *testing.T, s blob.Store, key string) []byte {
+// GetBytes reads the whole object at key, failing the test on any error.
+func GetBytes(t *testing.T, s blob.Store, key string) []byte {
 	t.Helper()
 	rc, err := s.Get(context.Background(), key)
 	if err != nil {
@@ -213,12 +214,12 @@ func testRoundTrip(t *testing.T, s blob.Store) {
 		r := bytes.NewReader(data)
 		r.Seek(1000, io.SeekStart)
 		put(t, s, "roundtrip/seekable", r, 4*kib)
-		if got := getBytes(t, s, "roundtrip/seekable"); !bytes.Equal(got, data[1000:1000+4*kib]) {
+		if got := GetBytes(t, s, "roundtrip/seekable"); !bytes.Equal(got, data[1000:1000+4*kib]) {
 			t.Fatalf("stored %d bytes not equal to data[1000:5096]", len(got))
 		}
 		r.Seek(100, io.SeekStart)
 		put(t, s, "roundtrip/seekable-unknown", r, -1)
-		if got := getBytes(t, s, "roundtrip/seekable-unknown"); !bytes.Equal(got, data[100:]) {
+		if got := GetBytes(t, s, "roundtrip/seekable-unknown"); !bytes.Equal(got, data[100:]) {
 			t.Fatalf("stored %d bytes not equal to data[100:]", len(got))
 		}
 	})
@@ -226,7 +227,7 @@ func testRoundTrip(t *testing.T, s blob.Store) {
 		// Put with a size reads that many bytes and no more.
 		r := strings.NewReader("0123456789")
 		put(t, s, "roundtrip/exact", onlyReader{r}, 4)
-		if got := string(getBytes(t, s, "roundtrip/exact")); got != "0123" {
+		if got := string(GetBytes(t, s, "roundtrip/exact")); got != "0123" {
 			t.Fatalf("stored %q, want %q", got, "0123")
 		}
 		if r.Len() != 6 {
@@ -475,7 +476,7 @@ func firstDiff(a, b []string) int {
 func testOverwrite(t *testing.T, s blob.Store) {
 	put(t, s, "ow/k", strings.NewReader("first version, longer"), -1)
 	put(t, s, "ow/k", strings.NewReader("second"), 6)
-	if got := string(getBytes(t, s, "ow/k")); got != "second" {
+	if got := string(GetBytes(t, s, "ow/k")); got != "second" {
 		t.Fatalf("got %q after overwrite", got)
 	}
 	info, err := s.Stat(context.Background(), "ow/k")
@@ -512,7 +513,7 @@ func testDelete(t *testing.T, s blob.Store) {
 	// The key can be written again, and so can a key where a deleted
 	// subtree was.
 	put(t, s, "del/a/b/c", strings.NewReader("again"), 5)
-	if got := string(getBytes(t, s, "del/a/b/c")); got != "again" {
+	if got := string(GetBytes(t, s, "del/a/b/c")); got != "again" {
 		t.Fatalf("got %q", got)
 	}
 	for _, k := range []string{"del/a/b/c", "del/a/keep"} {
@@ -600,7 +601,7 @@ func testInvalidKeys(t *testing.T, s blob.Store) {
 	if after := keys(t, s, ""); !slices.Equal(before, after) {
 		t.Fatalf("bad keys changed the store: before %v, after %v", before, after)
 	}
-	if got := string(getBytes(t, s, "ok/key")); got != "v" {
+	if got := string(GetBytes(t, s, "ok/key")); got != "v" {
 		t.Fatalf("ok/key = %q", got)
 	}
 	err := s.Put(ctx, "ok/size", strings.NewReader(""), -2)
@@ -797,7 +798,7 @@ func testFaultMidStream(t *testing.T, s blob.Store) {
 			}
 		}
 		wantNotFound(t, s, "fault/new-"+c.name)
-		if got := getBytes(t, s, "fault/existing"); !bytes.Equal(got, old) {
+		if got := GetBytes(t, s, "fault/existing"); !bytes.Equal(got, old) {
 			t.Fatalf("%s: a failed overwrite changed the object (%d bytes)", c.name, len(got))
 		}
 	}

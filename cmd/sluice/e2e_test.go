@@ -75,25 +75,8 @@ type proc struct {
 	cmd    *exec.Cmd
 	addr   string // the first "listening on" address
 	data   string // a TaskManager's data address
-	stderr *syncBuffer
+	stderr *testutil.SyncBuffer
 	done   chan struct{}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 var listenRE = regexp.MustCompile(`(jobmanager|taskmanager) (listening|data port) on (\S+)`)
@@ -107,7 +90,7 @@ func start(t *testing.T, env []string, name string, args ...string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{t: t, name: name, cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{t: t, name: name, cmd: cmd, stderr: &testutil.SyncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -33,3 +33,19 @@ struct FencingToken {
     2: string job_id,
     3: i64 attempt,
 }
+
+// A subtask's snapshot of its guest state in the blob store.
+struct StateHandle {
+    1: string key,
+    2: i64 size,
+    3: i32 key_group_start,   // inclusive
+    4: i32 key_group_end,     // inclusive
+}
+
+// One part file of the transactional file sink: written under pending,
+// visible under final once a checkpoint that covers it completes.
+struct SinkPart {
+    1: string pending,
+    2: string final_key,
+    3: i64 size,
+}

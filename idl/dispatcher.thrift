@@ -18,6 +18,7 @@ struct SubmitJobRequest {
     3: i32 parallelism,           // default parallelism for vertices that set none
     4: map<string, string> config,
     5: optional string name,
+    6: optional string from_savepoint,   // a savepoint id of the caller's tenant
 }
 
 struct SubmitJobResponse {
@@ -88,6 +89,28 @@ struct ClusterOverview {
     5: optional string tenant,    // the caller's tenant (its jobs are the ones counted)
 }
 
+struct CheckpointInfo {
+    1: i64 id,
+    2: bool savepoint,
+    3: string savepoint_id,
+    4: string status,         // IN_PROGRESS, COMPLETED, ABORTED
+    5: i64 triggered_ms,
+    6: i64 duration_ms,
+    7: i64 size,
+    8: string reason,         // why it was aborted
+    9: string location,       // blob directory of its metadata
+}
+
+struct ListCheckpointsResponse {
+    1: list<CheckpointInfo> checkpoints,   // newest first
+}
+
+struct SavepointRequest {
+    1: string job_id,
+    2: bool stop,             // then stop the job (it ends FINISHED)
+    3: i64 timeout_ms,
+}
+
 service Dispatcher {
     UploadModuleResponse UploadModule(1: UploadModuleRequest req) throws (1: common.SluiceError err),
     SubmitJobResponse SubmitJob(1: SubmitJobRequest req) throws (1: common.SluiceError err),
@@ -96,4 +119,7 @@ service Dispatcher {
     void CancelJob(1: string job_id) throws (1: common.SluiceError err),
     JobResult WaitJob(1: WaitJobRequest req) throws (1: common.SluiceError err),
     ClusterOverview Overview() throws (1: common.SluiceError err),
+    CheckpointInfo TriggerSavepoint(1: SavepointRequest req) throws (1: common.SluiceError err),
+    ListCheckpointsResponse ListCheckpoints(1: string job_id) throws (1: common.SluiceError err),
+    void DisposeSavepoint(1: string savepoint_id) throws (1: common.SluiceError err),
 }

@@ -10,6 +10,29 @@ struct TaskStateUpdate {
     4: string failure,
     5: map<string, i64> accumulators,
     6: list<binary> collected,  // collect-sink records, sent with FINISHED
+    7: list<common.SinkPart> sink_parts,  // FINISHED: file-sink parts for the final commit
+}
+
+// Where a text-source subtask stands at a barrier.
+struct SourcePosition {
+    1: list<string> finished,       // ids of the splits read to the end
+    2: optional InputSplit current, // the unread rest of the split being read
+}
+
+struct AcknowledgeCheckpointRequest {
+    1: common.FencingToken fencing,
+    2: string execution_id,
+    3: i64 checkpoint_id,
+    4: optional common.StateHandle state,
+    5: optional SourcePosition source,
+    6: list<common.SinkPart> sink_parts,
+}
+
+struct DeclineCheckpointRequest {
+    1: common.FencingToken fencing,
+    2: string execution_id,
+    3: i64 checkpoint_id,
+    4: string reason,
 }
 
 struct NextSplitRequest {
@@ -33,4 +56,6 @@ struct NextSplitResponse {
 service JobMaster {
     void UpdateTaskState(1: TaskStateUpdate req) throws (1: common.SluiceError err),
     NextSplitResponse RequestNextSplit(1: NextSplitRequest req) throws (1: common.SluiceError err),
+    void AcknowledgeCheckpoint(1: AcknowledgeCheckpointRequest req) throws (1: common.SluiceError err),
+    void DeclineCheckpoint(1: DeclineCheckpointRequest req) throws (1: common.SluiceError err),
 }

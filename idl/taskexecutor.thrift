@@ -34,6 +34,31 @@ struct TaskDeployment {
     16: optional i64 memory_limit_bytes,
     17: optional i64 call_timeout_ms,
     18: optional i64 max_state_bytes,
+    19: optional TaskRestore restore,  // the checkpoint the task restores its state from
+}
+
+// The snapshots a subtask merges on restore (several after a rescale).
+struct TaskRestore {
+    1: i64 checkpoint_id,
+    2: list<common.StateHandle> states,
+}
+
+// Starts a checkpoint at a source task.
+struct TriggerCheckpointRequest {
+    1: common.FencingToken fencing,
+    2: string execution_id,
+    3: i64 checkpoint_id,
+    4: i64 timestamp_ms,
+    5: bool savepoint,
+    6: bool stop,             // emit nothing after this barrier (stop-with-savepoint)
+}
+
+// Tells a task that a checkpoint completed (or was aborted).
+struct NotifyCheckpointRequest {
+    1: common.FencingToken fencing,
+    2: string execution_id,
+    3: i64 checkpoint_id,
+    4: bool completed,        // false: aborted
 }
 
 struct CancelTaskRequest {
@@ -46,4 +71,6 @@ service TaskExecutor {
     void CancelTask(1: CancelTaskRequest req) throws (1: common.SluiceError err),
     // FreeSlot returns a slot to the pool once the job no longer needs it.
     void FreeSlot(1: string allocation_id) throws (1: common.SluiceError err),
+    void TriggerCheckpoint(1: TriggerCheckpointRequest req) throws (1: common.SluiceError err),
+    void NotifyCheckpoint(1: NotifyCheckpointRequest req) throws (1: common.SluiceError err),
 }

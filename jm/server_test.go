@@ -227,6 +227,14 @@ func (f *fakeTE) CancelTask(ctx context.Context, req *taskexecutor.CancelTaskReq
 	return nil
 }
 
+func (f *fakeTE) TriggerCheckpoint(context.Context, *taskexecutor.TriggerCheckpointRequest) error {
+	return nil
+}
+
+func (f *fakeTE) NotifyCheckpoint(context.Context, *taskexecutor.NotifyCheckpointRequest) error {
+	return nil
+}
+
 func (f *fakeTE) FreeSlot(ctx context.Context, alloc string) error {
 	f.mu.Lock()
 	f.freed = append(f.freed, alloc)

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/dispatcher"
 	dspclient "github.com/sluicehq/sluice/idl/kitex_gen/sluice/dispatcher/dispatcher"
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/internal/rpcserver"
 	"github.com/sluicehq/sluice/internal/testutil"
@@ -100,6 +101,15 @@ func TestTenantMatrixOverKitex(t *testing.T) {
 	job := sub.JobId
 	testutil.Eventually(t, 5*time.Second, func() bool { return allRunning(ctx, a, job) })
 
+	// A savepoint of a (written as the coordinator would: metadata last).
+	spKey := "tenants/a/savepoints/sp-a1/" + checkpoint.MetadataObject
+	if err := checkpoint.WriteMetadata(ctx, store, "tenants/a/savepoints/sp-a1/", &checkpoint.Metadata{
+		JobID: job, Tenant: "a", ID: 1, Savepoint: true, SavepointID: "sp-a1", MaxParallelism: 128,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	craftedSavepoints := []string{"sp-a1", "../a/savepoints/sp-a1", "tenants/a/savepoints/sp-a1", "../../tenants/a/savepoints/sp-a1", "sp-a1/.."}
+
 	crafted := []string{job, "../a/jobs/" + job, "tenants/a/jobs/" + job, "../../" + job, job + "/../" + job, "a/" + job}
 	craftedDigests := []string{up.Digest, "../a/modules/" + up.Digest, "tenants/a/modules/" + up.Digest + ".wasm", "../../tenants/a/modules/" + up.Digest}
 	unchanged := func(who string) {
@@ -109,6 +119,9 @@ func TestTenantMatrixOverKitex(t *testing.T) {
 		}
 		if _, err := store.Stat(ctx, moduleKey); err != nil {
 			t.Fatalf("after %s: a's module is gone: %v", who, err)
+		}
+		if _, err := store.Stat(ctx, spKey); err != nil {
+			t.Fatalf("after %s: a's savepoint is gone: %v", who, err)
 		}
 		l, err := a.ListJobs(ctx)
 		if err != nil || len(l.Jobs) != 1 || l.Jobs[0].JobId != job {
@@ -139,6 +152,15 @@ func TestTenantMatrixOverKitex(t *testing.T) {
 			unauth("CancelJob "+id, c.CancelJob(ctx, id))
 			_, err = c.WaitJob(ctx, &dispatcher.WaitJobRequest{JobId: id, TimeoutMs: 10})
 			unauth("WaitJob "+id, err)
+			_, err = c.TriggerSavepoint(ctx, &dispatcher.SavepointRequest{JobId: id, Stop: true})
+			unauth("TriggerSavepoint "+id, err)
+			_, err = c.ListCheckpoints(ctx, id)
+			unauth("ListCheckpoints "+id, err)
+		}
+		for _, sp := range craftedSavepoints {
+			unauth("DisposeSavepoint "+sp, c.DisposeSavepoint(ctx, sp))
+			_, err = c.SubmitJob(ctx, &dispatcher.SubmitJobRequest{ModuleDigest: up.Digest, Args_: []string{"tenants/a/modules/"}, FromSavepoint: &sp})
+			unauth("SubmitJob from savepoint "+sp, err)
 		}
 		unchanged(tc.name)
 	}
@@ -157,6 +179,20 @@ func TestTenantMatrixOverKitex(t *testing.T) {
 		if err = rpcerr.FromCall(err); !errors.Is(err, rpcerr.ErrNotFound) {
 			t.Errorf("b WaitJob %q: %v", id, err)
 		}
+		_, err = b.TriggerSavepoint(ctx, &dispatcher.SavepointRequest{JobId: id, Stop: true})
+		if err = rpcerr.FromCall(err); !errors.Is(err, rpcerr.ErrNotFound) {
+			t.Errorf("b TriggerSavepoint %q: %v", id, err)
+		}
+		_, err = b.ListCheckpoints(ctx, id)
+		if err = rpcerr.FromCall(err); !errors.Is(err, rpcerr.ErrNotFound) {
+			t.Errorf("b ListCheckpoints %q: %v", id, err)
+		}
+	}
+	for _, sp := range craftedSavepoints {
+		err := rpcerr.FromCall(b.DisposeSavepoint(ctx, sp))
+		if !errors.Is(err, rpcerr.ErrNotFound) && !errors.Is(err, rpcerr.ErrInvalidArgument) {
+			t.Errorf("b DisposeSavepoint %q: %v, want NOT_FOUND or INVALID_ARGUMENT", sp, err)
+		}
 	}
 	for _, d := range craftedDigests {
 		_, err := b.SubmitJob(ctx, &dispatcher.SubmitJobRequest{ModuleDigest: d, Args_: []string{"x"}})
@@ -171,6 +207,12 @@ func TestTenantMatrixOverKitex(t *testing.T) {
 	}
 	if _, err := store.Stat(ctx, "tenants/b/modules/"+upB.Digest+".wasm"); err != nil {
 		t.Fatalf("b's upload is not under b's prefix: %v", err)
+	}
+	for _, sp := range craftedSavepoints {
+		_, err := b.SubmitJob(ctx, &dispatcher.SubmitJobRequest{ModuleDigest: upB.Digest, Args_: []string{"tenants/b/modules/"}, FromSavepoint: &sp})
+		if err = rpcerr.FromCall(err); !errors.Is(err, rpcerr.ErrNotFound) && !errors.Is(err, rpcerr.ErrInvalidArgument) {
+			t.Errorf("b SubmitJob from a's savepoint %q: %v, want NOT_FOUND or INVALID_ARGUMENT", sp, err)
+		}
 	}
 	for _, in := range []string{"tenants/a/modules/", "../a/modules/", "tenants/b/../a/modules/"} {
 		_, err = b.SubmitJob(ctx, &dispatcher.SubmitJobRequest{ModuleDigest: upB.Digest, Args_: []string{in}})
@@ -206,6 +248,15 @@ func TestTenantMatrixOverKitex(t *testing.T) {
 	}
 
 	// The right token acts.
+	if _, err := a.ListCheckpoints(ctx, job); err != nil {
+		t.Fatal(rpcerr.FromCall(err))
+	}
+	if err := a.DisposeSavepoint(ctx, "sp-a1"); err != nil {
+		t.Fatal(rpcerr.FromCall(err))
+	}
+	if _, err := store.Stat(ctx, spKey); !errors.Is(err, blob.ErrNotFound) {
+		t.Fatalf("a disposed its savepoint, yet: %v", err)
+	}
 	if err := a.CancelJob(ctx, job); err != nil {
 		t.Fatal(rpcerr.FromCall(err))
 	}

@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"io"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/sluicehq/sluice/internal/keygroup"
@@ -211,6 +212,41 @@ func (s *State) opPut(ck, val []byte, limit int64) error {
 	s.bytes += grow
 	s.ops[string(ck)] = append([]byte(nil), val...)
 	return nil
+}
+
+// PutHostEntry stores value as operator state of vertex under name, for
+// the host's own use (a host connector's buffer): it is snapshotted and
+// restored with the guest's state, and not counted against the state limit
+// (the host bounds its own entries).
+func (s *State) PutHostEntry(vertex int, name string, value []byte) {
+	ck := string(appendStateKey(nil, uint32(vertex), []byte(name), nil))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.ops[ck]; ok {
+		s.bytes -= int64(len(ck) + len(old))
+	}
+	s.ops[ck] = bytes.Clone(value)
+	s.bytes += int64(len(ck) + len(value))
+}
+
+// TakeHostEntries removes and returns vertex's operator-state entries whose
+// names start with prefix (after a rescale, one subtask may hold several),
+// in name order.
+func (s *State) TakeHostEntries(vertex int, prefix string) [][]byte {
+	p := string(appendStateKey(nil, uint32(vertex), nil, nil))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out [][]byte
+	for _, ck := range sortedKeys(s.ops) {
+		// The key is u32 vertex, u16 name length, name.
+		if len(ck) < len(p) || ck[:4] != p[:4] || !strings.HasPrefix(ck[6:], prefix) {
+			continue
+		}
+		out = append(out, s.ops[ck])
+		s.bytes -= int64(len(ck) + len(s.ops[ck]))
+		delete(s.ops, ck)
+	}
+	return out
 }
 
 func (s *State) opDelete(ck []byte) {

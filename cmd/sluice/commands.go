@@ -13,6 +13,9 @@ func commands() []*cobra.Command {
 		newListCmd(),
 		newStatusCmd(),
 		newCancelCmd(),
+		newStopCmd(),
+		newSavepointCmd(),
+		newCheckpointsCmd(),
 		newOverviewCmd(),
 		newTenantCmd(),
 	}

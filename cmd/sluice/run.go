@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/blob"
+	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/cluster"
 	"github.com/sluicehq/sluice/internal/guestbuild"
 	"github.com/sluicehq/sluice/sdk/client"
@@ -31,6 +32,10 @@ type runFlags struct {
 	progress string
 	tenant   string
 	config   []string
+	// fromSavepoint and checkpointInterval start the job from a savepoint
+	// and set its periodic checkpoints.
+	fromSavepoint      string
+	checkpointInterval time.Duration
 }
 
 func newRunCmd() *cobra.Command {
@@ -76,6 +81,8 @@ attached run cancels the job.`,
 	fl.IntVar(&f.slots, "slots", 0, "with --local: slots per TaskManager (default: enough for -p)")
 	fl.StringVar(&f.progress, "progress", "auto", "progress line on stderr: auto (when stderr is a terminal), always, never")
 	fl.StringArrayVarP(&f.config, "config", "C", nil, "job config KEY=VALUE (repeatable), e.g. -C restart-strategy.fixed-delay.attempts=3")
+	fl.StringVar(&f.fromSavepoint, "from-savepoint", "", "start the job from this savepoint id (at any parallelism)")
+	fl.DurationVar(&f.checkpointInterval, "checkpoint-interval", 0, "take a checkpoint this often, e.g. 1s (sets execution.checkpointing.interval; 0: off)")
 	fl.StringVar(&f.tenant, "tenant", cluster.DefaultTenant, "tenant whose blob prefix --input files are uploaded under (default: the --token's tenant, as the JobManager says)")
 	return cmd
 }
@@ -106,6 +113,12 @@ func runJob(cmd *cobra.Command, f runFlags, target string, jobArgs []string) err
 		}
 		config[k] = v
 	}
+	if f.checkpointInterval < 0 {
+		return usageErr(fmt.Errorf("--checkpoint-interval %v: must not be negative", f.checkpointInterval))
+	}
+	if f.checkpointInterval > 0 {
+		config[checkpoint.KeyInterval] = f.checkpointInterval.String()
+	}
 	ctx, stop := signalContext(cmd.Context())
 	defer stop()
 	stderr := cmd.ErrOrStderr()
@@ -124,7 +137,7 @@ func runJob(cmd *cobra.Command, f runFlags, target string, jobArgs []string) err
 		if slots <= 0 {
 			slots = max(cluster.DefaultSlots, (f.p+f.tms-1)/f.tms)
 		}
-		c, err := cluster.Start(ctx, cluster.Config{TaskManagers: f.tms, Slots: slots, CacheDir: defaultDir("cache"), Logger: log})
+		c, err := cluster.Start(ctx, cluster.Config{TaskManagers: f.tms, Slots: slots, CacheDir: defaultDir("cache"), BlobURL: f.blobURL, Logger: log})
 		if err != nil {
 			return err
 		}
@@ -169,7 +182,7 @@ func runJob(cmd *cobra.Command, f runFlags, target string, jobArgs []string) err
 	if err != nil {
 		return err
 	}
-	id, err := cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Args: jobArgs, Parallelism: f.p, Name: f.name, Config: config})
+	id, err := cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Args: jobArgs, Parallelism: f.p, Name: f.name, Config: config, FromSavepoint: f.fromSavepoint})
 	if err != nil {
 		return err
 	}

@@ -24,13 +24,20 @@ var requestTypes = []func() any{
 	func() any { return new(dispatcher.DispatcherCancelJobArgs) },
 	func() any { return new(dispatcher.DispatcherWaitJobArgs) },
 	func() any { return new(dispatcher.DispatcherOverviewArgs) },
+	func() any { return new(dispatcher.DispatcherTriggerSavepointArgs) },
+	func() any { return new(dispatcher.DispatcherListCheckpointsArgs) },
+	func() any { return new(dispatcher.DispatcherDisposeSavepointArgs) },
 	func() any { return new(resourcemanager.ResourceManagerRegisterTaskManagerArgs) },
 	func() any { return new(resourcemanager.ResourceManagerHeartbeatArgs) },
 	func() any { return new(jobmaster.JobMasterUpdateTaskStateArgs) },
 	func() any { return new(jobmaster.JobMasterRequestNextSplitArgs) },
+	func() any { return new(jobmaster.JobMasterAcknowledgeCheckpointArgs) },
+	func() any { return new(jobmaster.JobMasterDeclineCheckpointArgs) },
 	func() any { return new(taskexecutor.TaskExecutorDeployTaskArgs) },
 	func() any { return new(taskexecutor.TaskExecutorCancelTaskArgs) },
 	func() any { return new(taskexecutor.TaskExecutorFreeSlotArgs) },
+	func() any { return new(taskexecutor.TaskExecutorTriggerCheckpointArgs) },
+	func() any { return new(taskexecutor.TaskExecutorNotifyCheckpointArgs) },
 }
 
 // FuzzDecodeRequests decodes arbitrary bytes as every request type the way

@@ -48,6 +48,14 @@ func (*jmh) RequestNextSplit(ctx context.Context, req *jobmaster.NextSplitReques
 	return &jobmaster.NextSplitResponse{Done: true}, nil
 }
 
+func (*jmh) AcknowledgeCheckpoint(context.Context, *jobmaster.AcknowledgeCheckpointRequest) error {
+	return nil
+}
+
+func (*jmh) DeclineCheckpoint(context.Context, *jobmaster.DeclineCheckpointRequest) error {
+	return nil
+}
+
 func TestServeSeveralServicesOnOnePort(t *testing.T) {
 	ctx := context.Background()
 	srv, err := rpcserver.Start(ctx, rpcserver.Config{Addr: "127.0.0.1:0"},

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/blob"
+	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/jm/jobmaster"
@@ -113,6 +114,9 @@ type Submission struct {
 	Parallelism  int // default parallelism of vertices that set none; 0 means the cluster's
 	Config       map[string]string
 	Name         string
+	// FromSavepoint, when set, is a savepoint id of the tenant the job
+	// starts from (at any parallelism up to its max parallelism).
+	FromSavepoint string
 }
 
 // Overview is the cluster at one moment.
@@ -258,6 +262,13 @@ func (d *Dispatcher) SubmitJob(ctx context.Context, tenant string, s Submission)
 	if err != nil {
 		return "", err
 	}
+	checkpointing, err := checkpoint.ParseConfig(s.Config)
+	if err != nil {
+		return "", rpcerr.Errorf(rpcerr.ErrInvalidArgument, "%w", err)
+	}
+	if c, ok := s.Config[jobgraph.ConfigClock]; ok && c != jobgraph.ClockVirtual && c != jobgraph.ClockWall {
+		return "", rpcerr.Errorf(rpcerr.ErrInvalidArgument, "config %s=%q: want %q (the default: time advances only with timers) or %q (the guest reads the wall clock)", jobgraph.ConfigClock, c, jobgraph.ClockVirtual, jobgraph.ClockWall)
+	}
 	wasm, err := d.readModule(ctx, tenant, s.ModuleDigest)
 	if err != nil {
 		return "", err
@@ -282,6 +293,12 @@ func (d *Dispatcher) SubmitJob(ctx context.Context, tenant string, s Submission)
 	splits, err := resolveSplits(ctx, d.cfg.Blob, tenant, g, s.Config, p, d.cfg.SplitSize)
 	if err != nil {
 		return "", err
+	}
+	var restore *checkpoint.Metadata
+	if s.FromSavepoint != "" {
+		if restore, err = d.restoreFrom(ctx, tenant, s.FromSavepoint, g); err != nil {
+			return "", err
+		}
 	}
 
 	q := d.quotas(tenant)
@@ -309,6 +326,9 @@ func (d *Dispatcher) SubmitJob(ctx context.Context, tenant string, s Submission)
 		JobConfig:          maps.Clone(s.Config),
 		Splits:             splits,
 		Restart:            restart,
+		Blob:               d.cfg.Blob,
+		Checkpointing:      checkpointing,
+		Restore:            restore,
 		LeaderSession:      d.cfg.LeaderSession,
 		Address:            d.cfg.Address(),
 		Slots:              d.cfg.Resources,
@@ -324,7 +344,7 @@ func (d *Dispatcher) SubmitJob(ctx context.Context, tenant string, s Submission)
 	}
 	d.jobs[id] = jm
 	d.need[id] = need
-	d.log.Info("job submitted", "job", id, "tenant", tenant, "name", name, "module", s.ModuleDigest, "slots", need)
+	d.log.Info("job submitted", "job", id, "tenant", tenant, "name", name, "module", s.ModuleDigest, "slots", need, "from_savepoint", s.FromSavepoint)
 	return id, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluicehq/sluice/blob"
+	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/jm/jobmaster"
@@ -71,6 +72,12 @@ func (nopGateway) CancelTask(context.Context, string, jobmaster.FencingToken, st
 	return nil
 }
 func (nopGateway) FreeSlot(context.Context, string, string) error { return nil }
+func (nopGateway) TriggerCheckpoint(context.Context, string, jobmaster.FencingToken, string, checkpoint.Trigger) error {
+	return nil
+}
+func (nopGateway) NotifyCheckpoint(context.Context, string, jobmaster.FencingToken, string, int64, bool) error {
+	return nil
+}
 
 var wasm = []byte("\x00asm\x01\x00\x00\x00 a fake module")
 

@@ -1,33 +1,58 @@
 // Package jobmaster runs one job: it expands the job graph into tasks
 // (chains × subtasks), gets slots from the ResourceManager, deploys the
-// tasks to TaskManagers, follows their state reports, restarts the job on
-// failure with a fixed-delay strategy, hands out input splits, and collects
-// the job's result.
+// tasks to TaskManagers, follows their state reports, coordinates
+// checkpoints and savepoints, restarts the job on failure from its latest
+// completed checkpoint as its restart strategy allows, hands out input
+// splits, commits the transactional file sink, and collects the job's
+// result.
 //
 // Each JobMaster is one goroutine that owns all of the job's state; every
-// input (task reports, split requests, lost TaskManagers, cancel, the results
-// of its own RPCs and timers) reaches it as an event on one channel, so the
-// state machine has no locks. Readers get a snapshot published after every
-// event. It must not import idl/kitex_gen.
+// input (task reports, checkpoint acks, split requests, lost TaskManagers,
+// cancel, savepoint requests, the results of its own RPCs, blob work and
+// timers) reaches it as an event on one channel, so the state machine has
+// no locks. Blob IO never runs on that goroutine. Readers get a snapshot
+// published after every event. It must not import idl/kitex_gen.
 //
 // # Job states
 //
-//	CREATED ──start──► RUNNING ───────── every task FINISHED ─────────► FINISHED
-//	                    │  ▲  │
-//	a task FAILED, a    │  │  └──── Cancel ───► CANCELLING ── every task ended ──► CANCELED
-//	TaskManager lost,   │  │ delay passed,          ▲          (or cancel timeout)
-//	a deploy failed     ▼  │ attempt+1, slots       │ Cancel
+//	CREATED ──start──► RUNNING ── every task FINISHED, final sink commit ──► FINISHED
+//	                    │  ▲  │ ╲
+//	a task FAILED, a    │  │  │  ╲ stop-with-savepoint completed: tasks canceled ──► FINISHED
+//	TaskManager lost,   │  │  │
+//	a deploy failed,    │  │  └──── Cancel ───► CANCELLING ── every task ended ──► CANCELED
+//	too many failed     │  │ delay passed,          ▲          (or cancel timeout)
+//	checkpoints         ▼  │ attempt+1, restore     │ Cancel
 //	                 FAILING ──── every task ended ──┼──► RESTARTING ── Cancel ──► CANCELED
-//	                    │   (or cancel timeout)      │    (restarts left)
+//	                    │   (or cancel timeout)      │    (strategy allows)
 //	                    │                            │
-//	                    └── no restarts left ────────┴──► FAILED (root cause kept)
+//	                    └── strategy gives up ───────┴──► FAILED (root cause kept)
 //	slots not to be had (RUNNING, before deployment) ────► FAILED
+//	canceled while the final sink commit cannot finish ──► FAILED
 //	JobManager shutting down (any live state) ───────────► SUSPENDED
 //
-// Restarts are from scratch for now: every task of the attempt is canceled,
-// every slot freed, splits reset, partial results dropped; the next attempt
-// gets new slots and a fencing token with attempt+1, so reports of the old
-// attempt are refused as stale.
+// # Restarts
+//
+// On failure every task of the attempt is canceled and every slot freed;
+// the restart strategy (none, fixed-delay, exponential-delay, failure-rate;
+// see RestartStrategy) decides whether and when the next attempt runs. The
+// next attempt gets a fencing token with attempt+1, so reports of the old
+// attempt are refused as stale. Before it is deployed the JobMaster
+// prepares the blob store in the background (retrying while the store is
+// down): it commits the restore point's file-sink parts again, deletes the
+// job's uncommitted parts and every checkpoint directory that is not a
+// completed checkpoint. Every task is then deployed with the state of the
+// latest completed checkpoint (or of Config.Restore, possibly taken at
+// another parallelism: key groups are redistributed) and text sources
+// resume from the checkpoint's remaining splits. Without a checkpoint the
+// attempt starts from scratch.
+//
+// # Checkpoints
+//
+// See checkpoint.go: periodic checkpoints while every task runs,
+// savepoints on request, metadata written last, file-sink parts committed
+// only once a checkpoint's metadata exists, the job's checkpoints deleted
+// when it ends FINISHED or CANCELED and kept when it ends FAILED or
+// SUSPENDED (to resume from).
 //
 // # Slots
 //
@@ -42,12 +67,16 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"slices"
-	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/blob"
+	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/jobgraph"
+	"github.com/sluicehq/sluice/internal/keygroup"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/jm/resourcemanager"
 )
@@ -88,6 +117,20 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock for timestamps; nil means time.Now.
 	Now func() time.Time
+
+	// Blob is the JobManager's blob store: checkpoints, savepoints and
+	// file-sink commits. Required for checkpointing and Restore.
+	Blob blob.Store
+	// Checkpointing configures periodic checkpoints (checkpoint.ParseConfig);
+	// the zero value takes none, but savepoints still work. Zero Timeout,
+	// MaxConcurrent and Retained take checkpoint.DefaultConfig's values;
+	// TolerableFailures is used as given (0: the first failed checkpoint
+	// fails the job; negative: no limit).
+	Checkpointing checkpoint.Config
+	// Restore, when set, is where the first attempt starts from: a
+	// savepoint or a retained checkpoint of the same tenant, possibly taken
+	// at another parallelism. Its max parallelism must be the graph's.
+	Restore *checkpoint.Metadata
 }
 
 // JobMaster runs one job. Its methods are safe for concurrent use.
@@ -100,8 +143,13 @@ type JobMaster struct {
 	stop   sync.Once
 	bg     sync.WaitGroup // RPCs and timers started by the loop
 
-	mu   sync.Mutex
-	snap Result
+	mu     sync.Mutex
+	snap   Result
+	cpSnap []checkpoint.Stats
+
+	// jobCtx ends when the loop does; it bounds blob work of checkpoints.
+	jobCtx    context.Context
+	jobCancel context.CancelFunc
 
 	// Owned by the loop goroutine.
 	tasks         []*task
@@ -111,13 +159,31 @@ type JobMaster struct {
 	execs         []*execution
 	byID          map[string]*execution
 	slots         []resourcemanager.Slot
+	attemptCtx    context.Context // ends when the attempt is torn down
 	attemptCancel context.CancelFunc
 	splits        map[int]int // next split index per source vertex
 	failure       string      // root cause of the current failure
+	failedAt      time.Time   // when the current failure happened
+	restarter     *restarter
 	stateTimes    map[JobState]time.Time
 	start, end    time.Time
 	records       [][]byte
 	accumulators  map[string]int64
+
+	cp coordinator
+	// restore is the attempt's restore point (nil: from scratch), base the
+	// splits of each text source the attempt starts with.
+	restore *checkpoint.Metadata
+	base    map[int][]Split
+	// awaitWrites: the attempt's restore preparation waits for checkpoint
+	// metadata being written (it may become the restore point).
+	awaitWrites bool
+	// finishing: every task ended; the final sink commit runs (after any
+	// checkpoint still writing) before the job is FINISHED.
+	finishing    bool
+	finalStarted bool
+	finalParts   []checkpoint.SinkPart
+	finalErr     string
 }
 
 // execution is one subtask of one task in one attempt.
@@ -156,9 +222,14 @@ type (
 	evLost struct {
 		l resourcemanager.Lost
 	}
-	evCancel        struct{ reply chan error }
-	evCancelTimeout struct{ attempt int64 }
-	evRestart       struct{ attempt int64 }
+	evCancel         struct{ reply chan error }
+	evCancelTimeout  struct{ attempt int64 }
+	evRestart        struct{ attempt int64 }
+	evPrepared       struct{ attempt int64 }
+	evFinalCommitted struct {
+		attempt int64
+		err     error // a failed try; nil: committed
+	}
 )
 
 type splitReply struct {
@@ -168,21 +239,62 @@ type splitReply struct {
 }
 
 // Start validates cfg and starts the job's goroutine; the job moves to
-// RUNNING and requests its slots at once.
+// RUNNING and requests its slots at once (after readying the blob store
+// when it starts from cfg.Restore).
 //
 // # Errors
 //
-// ErrInvalidArgument for a config that cannot run (no graph, no slot pool).
+// ErrInvalidArgument for a config that cannot run (no graph, no slot pool,
+// a bad restart strategy or checkpoint config, checkpointing or Restore
+// without a blob store, a Restore of another tenant or max parallelism).
 func Start(cfg Config) (*JobMaster, error) {
+	bad := func(format string, args ...any) (*JobMaster, error) {
+		return nil, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "job master for job %s: "+format, append([]any{cfg.JobID}, args...)...)
+	}
 	switch {
 	case cfg.JobID == "":
 		return nil, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "job master: no job id")
 	case cfg.Graph == nil:
-		return nil, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "job master for job %s: no job graph", cfg.JobID)
+		return bad("no job graph")
 	case cfg.Slots == nil || cfg.Gateway == nil:
-		return nil, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "job master for job %s: no slot pool or task executor gateway", cfg.JobID)
-	case cfg.Restart.Attempts < 0 || cfg.Restart.Delay < 0:
-		return nil, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "job master for job %s: negative restart attempts or delay", cfg.JobID)
+		return bad("no slot pool or task executor gateway")
+	}
+	if err := cfg.Restart.Validate(); err != nil {
+		return bad("%v", err)
+	}
+	cc := cfg.Checkpointing
+	switch {
+	case cc.Interval < 0 || cc.Timeout < 0 || cc.MinPause < 0 || cc.MaxConcurrent < 0 || cc.Retained < 0:
+		return bad("checkpointing %+v: negative interval, timeout, min pause, max concurrent or retained", cc)
+	case cc.Enabled() && cfg.Blob == nil:
+		return bad("checkpointing needs a blob store: configure the JobManager's blob store")
+	case cfg.Restore != nil && cfg.Blob == nil:
+		return bad("restoring from checkpoint %d needs a blob store", cfg.Restore.ID)
+	}
+	def := checkpoint.DefaultConfig()
+	if cc.Timeout == 0 {
+		cc.Timeout = def.Timeout
+	}
+	if cc.MaxConcurrent == 0 {
+		cc.MaxConcurrent = def.MaxConcurrent
+	}
+	if cc.Retained == 0 {
+		cc.Retained = def.Retained
+	}
+	var keys blob.Keys
+	if cfg.Blob != nil {
+		var err error
+		if keys, err = blob.ForTenant(cfg.Tenant); err != nil {
+			return bad("%v", err)
+		}
+		if _, err := keys.Job(cfg.JobID); err != nil {
+			return bad("%v", err)
+		}
+	}
+	if m := cfg.Restore; m != nil {
+		if err := checkRestore(m, cfg, keys); err != nil {
+			return bad("%v", err)
+		}
 	}
 	if cfg.DefaultParallelism < 1 {
 		cfg.DefaultParallelism = 1
@@ -202,23 +314,56 @@ func Start(cfg Config) (*JobMaster, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	jobCtx, jobCancel := context.WithCancel(context.Background())
 	jm := &JobMaster{
 		cfg:          cfg,
 		log:          cfg.Logger.With("job", cfg.JobID, "tenant", cfg.Tenant),
 		events:       make(chan any),
 		done:         make(chan struct{}),
 		stopCh:       make(chan struct{}),
+		jobCtx:       jobCtx,
+		jobCancel:    jobCancel,
 		tasks:        buildTasks(cfg.Graph, cfg.DefaultParallelism),
 		state:        Created,
 		byID:         map[string]*execution{},
 		stateTimes:   map[JobState]time.Time{},
 		accumulators: map[string]int64{},
+		restarter:    newRestarter(cfg.Restart, rand.Float64),
+		cp: coordinator{
+			conf:    cc,
+			keys:    keys,
+			nextID:  1,
+			pending: map[int64]*pendingCheckpoint{},
+			latest:  cfg.Restore,
+		},
 	}
 	jm.setState(Created)
 	jm.start = jm.stateTimes[Created]
 	jm.publish()
 	go jm.run()
 	return jm, nil
+}
+
+// checkRestore refuses a restore point the job cannot use.
+func checkRestore(m *checkpoint.Metadata, cfg Config, keys blob.Keys) error {
+	if maxP := jobgraph.MaxParallelismOf(cfg.Graph); m.MaxParallelism != maxP {
+		return fmt.Errorf("checkpoint %d of job %s has max parallelism %d, this job %d: restore with the same max parallelism", m.ID, m.JobID, m.MaxParallelism, maxP)
+	}
+	if m.Tenant != cfg.Tenant {
+		return fmt.Errorf("checkpoint %d of job %s belongs to another tenant", m.ID, m.JobID)
+	}
+	own := keys.Prefix()
+	for _, t := range m.Tasks {
+		if !strings.HasPrefix(t.State.Key, own) {
+			return fmt.Errorf("checkpoint %d: state %q is not the tenant's", m.ID, t.State.Key)
+		}
+	}
+	for _, sp := range m.SinkParts {
+		if !strings.HasPrefix(sp.Pending, own) || !strings.HasPrefix(sp.Final, own+"files/") {
+			return fmt.Errorf("checkpoint %d: file-sink part %q -> %q is not the tenant's", m.ID, sp.Pending, sp.Final)
+		}
+	}
+	return nil
 }
 
 // JobID returns the job's id.
@@ -339,7 +484,8 @@ func (jm *JobMaster) TaskManagerLost(l resourcemanager.Lost) {
 func (jm *JobMaster) run() {
 	jm.log.Info("job starting", "name", jm.cfg.Name, "tasks", len(jm.tasks), "slots", slotsNeeded(jm.tasks))
 	jm.setState(Running)
-	jm.requestSlots()
+	jm.newAttempt()
+	jm.startAttempt()
 	jm.publish()
 	for !jm.state.Terminal() {
 		select {
@@ -350,11 +496,100 @@ func (jm *JobMaster) run() {
 		}
 		jm.publish()
 	}
-	if jm.attemptCancel != nil {
-		jm.attemptCancel()
+	jm.attemptCancel()
+	jm.jobCancel()
+	work := jm.blobWork()
+	for _, id := range jm.pendingIDs() {
+		p := jm.cp.pending[id]
+		close(p.ended)
+		reason := fmt.Sprintf("the job ended %s before the checkpoint completed", jm.state)
+		jm.record(p.stats(checkpoint.StatusAborted, reason, jm.cfg.Now(), 0))
+		if p.reply != nil {
+			p.reply <- savepointReply{err: rpcerr.Errorf(rpcerr.ErrUnavailable, "savepoint of job %s: %s", jm.cfg.JobID, reason)}
+		}
 	}
+	jm.cp.pending = map[int64]*pendingCheckpoint{}
+	if jm.cfg.Blob != nil && (jm.state == Finished || jm.state == Canceled) {
+		jm.cleanupJob(work)
+	}
+	jm.publish()
 	jm.log.Info("job ended", "state", jm.state, "restarts", jm.restarts, "failure", jm.failure)
 	close(jm.done)
+}
+
+// newAttempt gives the attempt its context, ended by teardown.
+func (jm *JobMaster) newAttempt() {
+	jm.attemptCtx, jm.attemptCancel = context.WithCancel(jm.jobCtx)
+}
+
+// startAttempt fixes the attempt's restore point and splits, then readies
+// the blob store (a restart, or a start from Config.Restore) and requests
+// the slots.
+func (jm *JobMaster) startAttempt() {
+	if jm.cfg.Blob == nil || (jm.attempt == 0 && jm.cfg.Restore == nil) {
+		jm.setRestorePoint()
+		jm.requestSlots()
+		return
+	}
+	if jm.writing() {
+		// A checkpoint being written may become the restore point, and the
+		// sweep must not delete its directory under it.
+		jm.awaitWrites = true
+		return
+	}
+	jm.setRestorePoint()
+	meta, keep, attempt, ctx := jm.restore, slices.Clone(jm.cp.completed), jm.attempt, jm.attemptCtx
+	if meta != nil {
+		jm.log.Info("restoring", "checkpoint", meta.ID, "from_job", meta.JobID, "savepoint", meta.SavepointID, "attempt", attempt)
+	}
+	jm.goBG(func() {
+		err := jm.retry(ctx, "prepare the blob store for the restore", func(ctx context.Context) error {
+			return jm.prepareRestore(ctx, meta, keep)
+		})
+		if err == nil {
+			jm.send(evPrepared{attempt: attempt})
+		}
+	})
+}
+
+func (jm *JobMaster) setRestorePoint() {
+	jm.restore = jm.cp.latest
+	jm.base = map[int][]Split{}
+	for _, t := range jm.tasks {
+		v, ok := t.textSource()
+		if !ok {
+			continue
+		}
+		if jm.restore != nil {
+			if rest, ok := jm.restore.Sources[v.ID]; ok {
+				jm.base[v.ID] = fromCheckpointSplits(rest)
+				continue
+			}
+		}
+		jm.base[v.ID] = jm.cfg.Splits[v.ID]
+	}
+}
+
+func (jm *JobMaster) onPrepared(attempt int64) {
+	if attempt != jm.attempt || jm.state != Running || jm.slots != nil || len(jm.execs) > 0 {
+		return
+	}
+	jm.requestSlots()
+}
+
+// maybeProceed continues what waited for checkpoint writes to end: the
+// restore preparation of a new attempt, the final commit of a finished job.
+func (jm *JobMaster) maybeProceed() {
+	if jm.writing() {
+		return
+	}
+	if jm.awaitWrites && jm.state == Running {
+		jm.awaitWrites = false
+		jm.startAttempt()
+	}
+	if jm.finishing && !jm.finalStarted && jm.state == Running {
+		jm.startFinalCommit()
+	}
 }
 
 func (jm *JobMaster) handle(ev any) {
@@ -376,6 +611,12 @@ func (jm *JobMaster) handle(ev any) {
 		jm.onCancelTimeout(ev.attempt)
 	case evRestart:
 		jm.onRestart(ev.attempt)
+	case evPrepared:
+		jm.onPrepared(ev.attempt)
+	case evFinalCommitted:
+		jm.onFinalCommitted(ev)
+	default:
+		jm.handleCheckpoint(ev)
 	}
 }
 
@@ -419,8 +660,7 @@ func (jm *JobMaster) after(d time.Duration, ev any) {
 
 // requestSlots asks the slot pool for this attempt's slots.
 func (jm *JobMaster) requestSlots() {
-	ctx, cancel := context.WithCancel(context.Background())
-	jm.attemptCancel = cancel
+	ctx := jm.attemptCtx
 	attempt, n := jm.attempt, slotsNeeded(jm.tasks)
 	jm.goBG(func() {
 		var slots []resourcemanager.Slot
@@ -480,10 +720,7 @@ func (jm *JobMaster) onSlots(ev evSlots) {
 			}
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	prev := jm.attemptCancel
-	jm.attemptCancel = func() { cancel(); prev() }
-	attempt := jm.attempt
+	ctx, attempt := jm.attemptCtx, jm.attempt
 	jm.goBG(func() {
 		for i, d := range order {
 			if ctx.Err() != nil {
@@ -516,6 +753,10 @@ func (jm *JobMaster) deployment(x *execution) Deployment {
 		AllocationID:     x.slot.AllocationID,
 		JobMasterAddress: jm.cfg.Address,
 		Config:           maps.Clone(jm.cfg.JobConfig),
+	}
+	if jm.restore != nil {
+		start, end := keygroup.Range(x.subtask, t.parallelism, d.MaxParallelism)
+		d.Restore = checkpoint.RestoreFor(jm.restore, vertexIDs(t), start, end)
 	}
 	for _, in := range t.inputs {
 		d.Inputs = append(d.Inputs, InputSpec{ResultID: resultID(jm.cfg.JobID, jm.attempt, in.edge), Producers: producersPerConsumer(in)})
@@ -579,18 +820,28 @@ func (jm *JobMaster) onUpdate(u TaskUpdate) error {
 		if x.state != ExecCanceling {
 			x.state = u.State
 		}
+		jm.maybeStartPeriodic()
 	case ExecFinished:
+		if jm.cfg.Blob != nil {
+			if err := jm.checkSinkParts(u.SinkParts); err != nil {
+				msg := fmt.Sprintf("%s finished with bad file-sink parts: %v", x.describe(), err)
+				jm.execEnded(x, ExecFailed, msg)
+				jm.fail(x, msg)
+				jm.settle()
+				return err
+			}
+		}
 		jm.execEnded(x, ExecFinished, "")
 		jm.records = append(jm.records, u.Collected...)
 		for k, v := range u.Accumulators {
 			jm.accumulators[k] += v
 		}
-		if jm.state == Running && jm.allFinished() {
-			jm.releaseSlots(jm.slots)
-			jm.slots = nil
-			jm.setState(Finished)
-			return nil
+		for _, sp := range u.SinkParts {
+			if !slices.ContainsFunc(jm.finalParts, func(o checkpoint.SinkPart) bool { return o.Pending == sp.Pending }) {
+				jm.finalParts = append(jm.finalParts, sp)
+			}
 		}
+		jm.execEndedBeforeAck(x)
 	case ExecFailed:
 		msg := fmt.Sprintf("task %q subtask %d/%d on task manager %s failed: %s", x.task.name, x.subtask+1, x.task.parallelism, x.slot.ResourceID, u.Failure)
 		log.Warn("task failed", "failure", u.Failure)
@@ -627,11 +878,18 @@ func (jm *JobMaster) allFinished() bool {
 
 // fail starts failing the attempt because of x (nil: not one task's fault).
 func (jm *JobMaster) fail(_ *execution, cause string) {
-	if jm.state != Running {
+	if jm.state != Running || jm.finishing {
+		return
+	}
+	if jm.cp.stopping {
+		// The savepoint is taken and the tasks are being canceled anyway.
+		jm.log.Info("failure while stopping after the savepoint; ignored", "cause", cause)
 		return
 	}
 	jm.failure = cause
+	jm.failedAt = time.Now()
 	jm.log.Warn("job failing", "attempt", jm.attempt, "cause", cause)
+	jm.abortInProgress("the job is failing: " + cause)
 	jm.setState(Failing)
 	jm.teardown()
 }
@@ -667,35 +925,110 @@ func (jm *JobMaster) cancelExec(x *execution) {
 	})
 }
 
-// settle moves a failing or cancelling job on once every execution ended.
+// settle moves the job on once every execution ended: a running job
+// finishes, a failing one restarts or fails, a cancelling one is canceled.
 func (jm *JobMaster) settle() {
+	if jm.state == Running {
+		jm.maybeFinish()
+		return
+	}
 	if jm.state != Failing && jm.state != Cancelling {
 		return
 	}
-	for _, x := range jm.execs {
-		if !execTerminal(x.state) {
-			return
-		}
+	if !jm.allEnded() {
+		return
 	}
 	jm.releaseSlots(jm.slots)
 	jm.slots = nil
-	switch {
-	case jm.state == Cancelling:
+	if jm.state == Cancelling {
 		jm.setState(Canceled)
-	case jm.restarts < jm.cfg.Restart.Attempts:
-		jm.setState(Restarting)
-		jm.log.Info("restarting job", "in", jm.cfg.Restart.Delay, "restart", jm.restarts+1, "of", jm.cfg.Restart.Attempts)
-		jm.after(jm.cfg.Restart.Delay, evRestart{attempt: jm.attempt})
-	default:
-		if jm.cfg.Restart.Attempts > 0 {
-			jm.failure = fmt.Sprintf("%s (gave up after %d restarts)", jm.failure, jm.restarts)
-		}
-		jm.setState(Failed)
+		return
 	}
+	if delay, ok := jm.restarter.failure(jm.failedAt); ok {
+		jm.setState(Restarting)
+		jm.log.Info("restarting job", "in", delay, "restart", jm.restarts+1, "strategy", jm.cfg.Restart.String())
+		jm.after(delay, evRestart{attempt: jm.attempt})
+		return
+	}
+	if reason := jm.cfg.Restart.giveUpReason(); reason != "" {
+		jm.failure = fmt.Sprintf("%s (gave up after %d restarts: %s)", jm.failure, jm.restarts, reason)
+	}
+	jm.setState(Failed)
+}
+
+func (jm *JobMaster) allEnded() bool {
+	for _, x := range jm.execs {
+		if !execTerminal(x.state) {
+			return false
+		}
+	}
+	return true
+}
+
+// maybeFinish starts finishing a running job once every task FINISHED (or,
+// after a stop-with-savepoint, ended): the final sink commit, after any
+// checkpoint still being written, then FINISHED.
+func (jm *JobMaster) maybeFinish() {
+	if jm.finishing || len(jm.execs) == 0 || !(jm.allFinished() || (jm.cp.stopping && jm.allEnded())) {
+		return
+	}
+	jm.finishing = true
+	jm.releaseSlots(jm.slots)
+	jm.slots = nil
+	jm.abortInProgress("the job finished")
+	jm.maybeProceed()
+}
+
+// startFinalCommit commits the parts the FINISHED tasks reported, in the
+// background, retrying until it works or the job is canceled.
+func (jm *JobMaster) startFinalCommit() {
+	jm.finalStarted = true
+	parts := jm.finalParts
+	if len(parts) == 0 {
+		jm.setState(Finished)
+		return
+	}
+	if jm.cfg.Blob == nil {
+		jm.failure = fmt.Sprintf("%d file-sink parts to commit but the job master has no blob store", len(parts))
+		jm.setState(Failed)
+		return
+	}
+	ctx, attempt := jm.attemptCtx, jm.attempt
+	jm.log.Info("committing the job's final file-sink parts", "parts", len(parts))
+	jm.goBG(func() {
+		wait := retryMin
+		for {
+			err := checkpoint.Commit(ctx, jm.cfg.Blob, parts)
+			if !jm.send(evFinalCommitted{attempt: attempt, err: err}) || err == nil || ctx.Err() != nil {
+				return
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+			wait = min(2*wait, retryMax)
+		}
+	})
+}
+
+func (jm *JobMaster) onFinalCommitted(ev evFinalCommitted) {
+	if ev.attempt != jm.attempt || !jm.finishing || jm.state != Running {
+		return
+	}
+	if ev.err != nil {
+		jm.finalErr = ev.err.Error()
+		jm.log.Warn("final file-sink commit failed; retrying", "err", ev.err)
+		return
+	}
+	jm.setState(Finished)
 }
 
 func (jm *JobMaster) onCancelTimeout(attempt int64) {
-	if attempt != jm.attempt || (jm.state != Failing && jm.state != Cancelling) {
+	stopping := jm.state == Running && jm.cp.stopping
+	if attempt != jm.attempt || (jm.state != Failing && jm.state != Cancelling && !stopping) {
 		return
 	}
 	for _, x := range jm.execs {
@@ -718,8 +1051,11 @@ func (jm *JobMaster) onRestart(attempt int64) {
 	jm.splits = nil
 	jm.records = nil
 	jm.accumulators = map[string]int64{}
+	jm.finalParts, jm.finalErr = nil, ""
+	jm.cp.tickArmed, jm.cp.stopping = false, false
 	jm.setState(Running)
-	jm.requestSlots()
+	jm.newAttempt()
+	jm.startAttempt()
 }
 
 func (jm *JobMaster) onLost(l resourcemanager.Lost) {
@@ -752,10 +1088,25 @@ func (jm *JobMaster) onLost(l resourcemanager.Lost) {
 }
 
 func (jm *JobMaster) onCancel() {
+	if jm.state == Running && jm.finishing {
+		jm.attemptCancel()
+		if n := len(jm.finalParts); n > 0 && jm.state == Running {
+			why := jm.finalErr
+			if why == "" {
+				why = "the commit was still in progress"
+			}
+			jm.failure = fmt.Sprintf("canceled before the job's final output (%d file-sink parts) was committed: %s", n, why)
+			jm.setState(Failed)
+			return
+		}
+		jm.setState(Canceled)
+		return
+	}
 	switch jm.state {
 	case Created, Restarting:
 		jm.setState(Canceled)
 	case Running, Failing:
+		jm.abortInProgress("the job is being canceled")
 		jm.setState(Cancelling)
 		jm.teardown()
 	}
@@ -763,6 +1114,7 @@ func (jm *JobMaster) onCancel() {
 
 // suspend ends a live job because the JobManager shuts down.
 func (jm *JobMaster) suspend() {
+	jm.abortInProgress("the job manager is shutting down")
 	if jm.attemptCancel != nil {
 		jm.attemptCancel()
 	}
@@ -793,7 +1145,7 @@ func (jm *JobMaster) onSplit(r SplitRequest) splitReply {
 	if jm.splits == nil {
 		jm.splits = map[int]int{}
 	}
-	all := jm.cfg.Splits[r.VertexID]
+	all := jm.base[r.VertexID]
 	i := jm.splits[r.VertexID]
 	if i >= len(all) {
 		return splitReply{done: true}
@@ -856,8 +1208,10 @@ func (jm *JobMaster) publish() {
 			r.Vertices = append(r.Vertices, vs)
 		}
 	}
+	cps := jm.checkpointStats()
 	jm.mu.Lock()
 	jm.snap = r
+	jm.cpSnap = cps
 	jm.mu.Unlock()
 }
 
@@ -867,40 +1221,4 @@ func allocIDs(s []resourcemanager.Slot) []string {
 		out[i] = s[i].AllocationID
 	}
 	return out
-}
-
-// ParseRestart reads the restart strategy from a job's config, Flink's
-// keys, falling back to def:
-//
-//	restart-strategy                      none | fixed-delay
-//	restart-strategy.fixed-delay.attempts number of restarts, ≥ 0
-//	restart-strategy.fixed-delay.delay    a Go duration, e.g. 1s
-//
-// # Errors
-//
-// ErrInvalidArgument naming the key and the accepted values.
-func ParseRestart(conf map[string]string, def RestartStrategy) (RestartStrategy, error) {
-	r := def
-	switch s := conf["restart-strategy"]; s {
-	case "", "fixed-delay":
-	case "none":
-		return RestartStrategy{}, nil
-	default:
-		return r, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "config restart-strategy=%q: want none or fixed-delay", s)
-	}
-	if s, ok := conf["restart-strategy.fixed-delay.attempts"]; ok {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 0 || n > 1_000_000 {
-			return r, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "config restart-strategy.fixed-delay.attempts=%q: want a whole number from 0 to 1000000", s)
-		}
-		r.Attempts = n
-	}
-	if s, ok := conf["restart-strategy.fixed-delay.delay"]; ok {
-		d, err := time.ParseDuration(s)
-		if err != nil || d < 0 || d > 24*time.Hour {
-			return r, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "config restart-strategy.fixed-delay.delay=%q: want a duration such as 500ms or 10s, at most 24h", s)
-		}
-		r.Delay = d
-	}
-	return r, nil
 }

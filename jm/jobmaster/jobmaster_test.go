@@ -14,6 +14,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/sluicehq/sluice/blob"
+	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/internal/testutil"
@@ -36,6 +38,14 @@ type fakeGateway struct {
 	onRunning func(d Deployment)       // what the task does once RUNNING; nil: nothing
 	ignoreCxl bool                     // the TaskManager never confirms cancels
 	wg        sync.WaitGroup
+
+	// Checkpoints (see checkpoint_test.go).
+	triggers     []triggerCall
+	notifies     []notifyCall
+	failTrigger  func(d Deployment, tr checkpoint.Trigger) error // non-nil error fails that trigger RPC
+	store        blob.Store                                      // set: the tasks take checkpoints into it
+	onCheckpoint func(d Deployment, tr checkpoint.Trigger, a *checkpoint.Ack) cpReply
+	seen         map[[2]int64]int // (attempt, checkpoint) → source triggers seen
 }
 
 func (g *fakeGateway) report(d Deployment, state, failure string, collected [][]byte, acc map[string]int64) error {
@@ -582,8 +592,8 @@ func TestParseRestart(t *testing.T) {
 	}{
 		{nil, def, ""},
 		{map[string]string{"restart-strategy": "none"}, RestartStrategy{}, ""},
-		{map[string]string{"restart-strategy.fixed-delay.attempts": "5", "restart-strategy.fixed-delay.delay": "250ms"}, RestartStrategy{5, 250 * time.Millisecond}, ""},
-		{map[string]string{"restart-strategy": "exponential"}, def, `restart-strategy="exponential": want none or fixed-delay`},
+		{map[string]string{"restart-strategy.fixed-delay.attempts": "5", "restart-strategy.fixed-delay.delay": "250ms"}, RestartStrategy{Attempts: 5, Delay: 250 * time.Millisecond}, ""},
+		{map[string]string{"restart-strategy": "exponential"}, def, `restart-strategy="exponential": want none, fixed-delay, exponential-delay or failure-rate`},
 		{map[string]string{"restart-strategy.fixed-delay.attempts": "-1"}, def, "attempts=\"-1\""},
 		{map[string]string{"restart-strategy.fixed-delay.delay": "soon"}, def, "delay=\"soon\""},
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/jm/resourcemanager"
 )
@@ -93,6 +94,8 @@ type Deployment struct {
 	// Limits bound the task's sandbox (the tenant's quotas); zero fields
 	// leave the TaskManager's defaults.
 	Limits TaskLimits
+	// Restore, when set, is the state the task starts from.
+	Restore *checkpoint.TaskRestore
 }
 
 // TaskLimits are the sandbox limits a task runs under, from its tenant's
@@ -110,6 +113,11 @@ type TaskExecutorGateway interface {
 	DeployTask(ctx context.Context, address string, d Deployment) error
 	CancelTask(ctx context.Context, address string, fencing FencingToken, executionID string) error
 	FreeSlot(ctx context.Context, address string, allocationID string) error
+	// TriggerCheckpoint starts checkpoint t.ID at a source task.
+	TriggerCheckpoint(ctx context.Context, address string, fencing FencingToken, executionID string, t checkpoint.Trigger) error
+	// NotifyCheckpoint tells a task that a checkpoint completed (or, with
+	// completed false, was aborted).
+	NotifyCheckpoint(ctx context.Context, address string, fencing FencingToken, executionID string, checkpointID int64, completed bool) error
 }
 
 // SlotPool is the ResourceManager as a JobMaster sees it.
@@ -133,6 +141,9 @@ type TaskUpdate struct {
 	Failure      string
 	Accumulators map[string]int64
 	Collected    [][]byte
+	// SinkParts (FINISHED) are the file-sink parts no completed checkpoint
+	// committed: the JobMaster commits them when the whole job finished.
+	SinkParts []checkpoint.SinkPart
 }
 
 // SplitRequest asks for the next input split of a source subtask.
@@ -150,13 +161,6 @@ type Split struct {
 	Key    string
 	Offset int64
 	Length int64
-}
-
-// RestartStrategy is the fixed-delay restart strategy: after a failure, wait
-// Delay and run the job again from scratch, at most Attempts times.
-type RestartStrategy struct {
-	Attempts int
-	Delay    time.Duration
 }
 
 // SubtaskStatus is one parallel instance of a vertex.

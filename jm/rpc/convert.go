@@ -11,6 +11,8 @@ import (
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/jobmaster"
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/resourcemanager"
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/taskexecutor"
+	"github.com/sluicehq/sluice/internal/checkpoint"
+	"github.com/sluicehq/sluice/internal/cpwire"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	dsp "github.com/sluicehq/sluice/jm/dispatcher"
 	jmd "github.com/sluicehq/sluice/jm/jobmaster"
@@ -56,6 +58,7 @@ func deploymentToWire(d jmd.Deployment) (*taskexecutor.TaskDeployment, error) {
 		AllocationId:     d.AllocationID,
 		JobmasterAddress: d.JobMasterAddress,
 		Config:           d.Config,
+		Restore:          cpwire.RestoreToWire(d.Restore),
 	}
 	if l := d.Limits; l.MemoryBytes > 0 || l.CallTimeout > 0 || l.StateBytes > 0 {
 		mem, call, state := l.MemoryBytes, l.CallTimeout.Milliseconds(), l.StateBytes
@@ -104,6 +107,21 @@ func updateFromWire(u *jobmaster.TaskStateUpdate) jmd.TaskUpdate {
 		Failure:      u.GetFailure(),
 		Accumulators: u.GetAccumulators(),
 		Collected:    u.GetCollected(),
+		SinkParts:    cpwire.PartsFromWire(u.GetSinkParts()),
+	}
+}
+
+func checkpointToWire(s checkpoint.Stats) *dispatcher.CheckpointInfo {
+	return &dispatcher.CheckpointInfo{
+		Id:          s.ID,
+		Savepoint:   s.Savepoint,
+		SavepointId: s.SavepointID,
+		Status:      s.Status,
+		TriggeredMs: ms(s.Triggered),
+		DurationMs:  s.Duration.Milliseconds(),
+		Size:        s.Size,
+		Reason:      s.Reason,
+		Location:    s.Location,
 	}
 }
 

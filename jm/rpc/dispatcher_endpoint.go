@@ -46,11 +46,12 @@ func (e *DispatcherEndpoint) SubmitJob(ctx context.Context, req *dispatcher.Subm
 		return nil, rpcerr.ToWire(err)
 	}
 	id, err := e.D.SubmitJob(ctx, tenant, dsp.Submission{
-		ModuleDigest: req.GetModuleDigest(),
-		Args:         req.GetArgs_(),
-		Parallelism:  int(req.GetParallelism()),
-		Config:       req.GetConfig(),
-		Name:         req.GetName(),
+		ModuleDigest:  req.GetModuleDigest(),
+		Args:          req.GetArgs_(),
+		Parallelism:   int(req.GetParallelism()),
+		Config:        req.GetConfig(),
+		Name:          req.GetName(),
+		FromSavepoint: req.GetFromSavepoint(),
 	})
 	if err != nil {
 		return nil, rpcerr.ToWire(err)
@@ -150,4 +151,47 @@ func (e *DispatcherEndpoint) Overview(ctx context.Context) (*dispatcher.ClusterO
 	o := overviewToWire(e.D.Overview(ctx, tenant))
 	o.Tenant = &tenant
 	return o, nil
+}
+
+// TriggerSavepoint takes a savepoint of a job, and stops the job after it
+// when asked.
+func (e *DispatcherEndpoint) TriggerSavepoint(ctx context.Context, req *dispatcher.SavepointRequest) (*dispatcher.CheckpointInfo, error) {
+	tenant, err := e.Auth.Client(ctx)
+	if err != nil {
+		return nil, rpcerr.ToWire(err)
+	}
+	if req == nil {
+		return nil, rpcerr.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "savepoint: no request"))
+	}
+	st, err := e.D.TriggerSavepoint(ctx, tenant, req.GetJobId(), req.GetStop(), time.Duration(req.GetTimeoutMs())*time.Millisecond)
+	if err != nil {
+		return nil, rpcerr.ToWire(err)
+	}
+	return checkpointToWire(st), nil
+}
+
+// ListCheckpoints lists a job's checkpoints and savepoints.
+func (e *DispatcherEndpoint) ListCheckpoints(ctx context.Context, jobID string) (*dispatcher.ListCheckpointsResponse, error) {
+	tenant, err := e.Auth.Client(ctx)
+	if err != nil {
+		return nil, rpcerr.ToWire(err)
+	}
+	cps, err := e.D.ListCheckpoints(ctx, tenant, jobID)
+	if err != nil {
+		return nil, rpcerr.ToWire(err)
+	}
+	w := &dispatcher.ListCheckpointsResponse{Checkpoints: []*dispatcher.CheckpointInfo{}}
+	for _, c := range cps {
+		w.Checkpoints = append(w.Checkpoints, checkpointToWire(c))
+	}
+	return w, nil
+}
+
+// DisposeSavepoint deletes a savepoint.
+func (e *DispatcherEndpoint) DisposeSavepoint(ctx context.Context, id string) error {
+	tenant, err := e.Auth.Client(ctx)
+	if err != nil {
+		return rpcerr.ToWire(err)
+	}
+	return rpcerr.ToWire(e.D.DisposeSavepoint(ctx, tenant, id))
 }

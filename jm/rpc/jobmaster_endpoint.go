@@ -3,7 +3,10 @@ package rpc
 import (
 	"context"
 
+	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/common"
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/jobmaster"
+	"github.com/sluicehq/sluice/internal/checkpoint"
+	"github.com/sluicehq/sluice/internal/cpwire"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	dsp "github.com/sluicehq/sluice/jm/dispatcher"
 	jmd "github.com/sluicehq/sluice/jm/jobmaster"
@@ -20,13 +23,7 @@ var _ jobmaster.JobMaster = (*JobMasterEndpoint)(nil)
 
 // UpdateTaskState applies a task's state report.
 func (e *JobMasterEndpoint) UpdateTaskState(ctx context.Context, req *jobmaster.TaskStateUpdate) error {
-	if err := e.Auth.Peer(ctx); err != nil {
-		return rpcerr.ToWire(err)
-	}
-	if req == nil || req.Fencing == nil || req.GetExecutionId() == "" {
-		return rpcerr.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "task state update: needs a fencing token and an execution id"))
-	}
-	jm, err := e.D.JobMaster(req.Fencing.GetJobId())
+	jm, err := e.jobOf(ctx, "task state update", req.GetFencing(), req.GetExecutionId())
 	if err != nil {
 		return rpcerr.ToWire(err)
 	}
@@ -35,13 +32,7 @@ func (e *JobMasterEndpoint) UpdateTaskState(ctx context.Context, req *jobmaster.
 
 // RequestNextSplit hands out a source subtask's next input split.
 func (e *JobMasterEndpoint) RequestNextSplit(ctx context.Context, req *jobmaster.NextSplitRequest) (*jobmaster.NextSplitResponse, error) {
-	if err := e.Auth.Peer(ctx); err != nil {
-		return nil, rpcerr.ToWire(err)
-	}
-	if req == nil || req.Fencing == nil || req.GetExecutionId() == "" {
-		return nil, rpcerr.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "next split: needs a fencing token and an execution id"))
-	}
-	jm, err := e.D.JobMaster(req.Fencing.GetJobId())
+	jm, err := e.jobOf(ctx, "next split", req.GetFencing(), req.GetExecutionId())
 	if err != nil {
 		return nil, rpcerr.ToWire(err)
 	}
@@ -58,4 +49,36 @@ func (e *JobMasterEndpoint) RequestNextSplit(ctx context.Context, req *jobmaster
 		return &jobmaster.NextSplitResponse{Done: true}, nil
 	}
 	return &jobmaster.NextSplitResponse{Split: &jobmaster.InputSplit{Key: sp.Key, Offset: sp.Offset, Length: sp.Length}}, nil
+}
+
+// jobOf authenticates a task's call and finds the job its fencing token
+// names.
+func (e *JobMasterEndpoint) jobOf(ctx context.Context, what string, f *common.FencingToken, executionID string) (*jmd.JobMaster, error) {
+	if err := e.Auth.Peer(ctx); err != nil {
+		return nil, err
+	}
+	if f == nil || executionID == "" {
+		return nil, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "%s: needs a fencing token and an execution id", what)
+	}
+	return e.D.JobMaster(f.GetJobId())
+}
+
+// AcknowledgeCheckpoint takes a task's acknowledgement of a checkpoint.
+func (e *JobMasterEndpoint) AcknowledgeCheckpoint(ctx context.Context, req *jobmaster.AcknowledgeCheckpointRequest) error {
+	jm, err := e.jobOf(ctx, "acknowledge checkpoint", req.GetFencing(), req.GetExecutionId())
+	if err != nil {
+		return rpcerr.ToWire(err)
+	}
+	return rpcerr.ToWire(jm.AcknowledgeCheckpoint(ctx, fencingFromWire(req.Fencing), cpwire.AckFromWire(req)))
+}
+
+// DeclineCheckpoint takes a task's refusal of a checkpoint.
+func (e *JobMasterEndpoint) DeclineCheckpoint(ctx context.Context, req *jobmaster.DeclineCheckpointRequest) error {
+	jm, err := e.jobOf(ctx, "decline checkpoint", req.GetFencing(), req.GetExecutionId())
+	if err != nil {
+		return rpcerr.ToWire(err)
+	}
+	return rpcerr.ToWire(jm.DeclineCheckpoint(ctx, fencingFromWire(req.Fencing), checkpoint.Decline{
+		ExecutionID: req.GetExecutionId(), CheckpointID: req.GetCheckpointId(), Reason: req.GetReason(),
+	}))
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/taskexecutor"
 	teclient "github.com/sluicehq/sluice/idl/kitex_gen/sluice/taskexecutor/taskexecutor"
+	"github.com/sluicehq/sluice/internal/checkpoint"
+	"github.com/sluicehq/sluice/internal/cpwire"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/internal/rpcserver"
 	jmd "github.com/sluicehq/sluice/jm/jobmaster"
@@ -80,6 +82,31 @@ func (t *TaskExecutors) FreeSlot(ctx context.Context, addr, allocationID string)
 	}
 	if err := c.FreeSlot(ctx, allocationID); err != nil {
 		return fmt.Errorf("free slot %s: %w", allocationID, rpcerr.FromCall(err))
+	}
+	return nil
+}
+
+// TriggerCheckpoint starts a checkpoint at a source task.
+func (t *TaskExecutors) TriggerCheckpoint(ctx context.Context, addr string, f jmd.FencingToken, executionID string, tr checkpoint.Trigger) error {
+	c, err := t.client(addr)
+	if err != nil {
+		return err
+	}
+	if err := c.TriggerCheckpoint(ctx, cpwire.TriggerToWire(fencingToWire(f), executionID, tr)); err != nil {
+		return fmt.Errorf("trigger checkpoint %d at task %s: %w", tr.ID, executionID, rpcerr.FromCall(err))
+	}
+	return nil
+}
+
+// NotifyCheckpoint tells a task that a checkpoint completed or aborted.
+func (t *TaskExecutors) NotifyCheckpoint(ctx context.Context, addr string, f jmd.FencingToken, executionID string, id int64, completed bool) error {
+	c, err := t.client(addr)
+	if err != nil {
+		return err
+	}
+	req := &taskexecutor.NotifyCheckpointRequest{Fencing: fencingToWire(f), ExecutionId: executionID, CheckpointId: id, Completed: completed}
+	if err := c.NotifyCheckpoint(ctx, req); err != nil {
+		return fmt.Errorf("notify task %s of checkpoint %d: %w", executionID, id, rpcerr.FromCall(err))
 	}
 	return nil
 }

@@ -134,6 +134,9 @@ func (c *Client) SubmitJob(ctx context.Context, spec JobSpec) (string, error) {
 	if spec.Name != "" {
 		req.Name = &spec.Name
 	}
+	if spec.FromSavepoint != "" {
+		req.FromSavepoint = &spec.FromSavepoint
+	}
 	resp, err := c.c.SubmitJob(ctx, req, opt)
 	if err != nil {
 		return "", wrap("submit job", err)
@@ -243,4 +246,52 @@ func (c *Client) Overview(ctx context.Context) (Overview, error) {
 		return Overview{}, wrap("overview", err)
 	}
 	return overviewFromWire(resp), nil
+}
+
+// TriggerSavepoint takes a savepoint of a running job and returns it once
+// it completed (at most timeout; 0 means the server's default). With stop,
+// the job stops after the savepoint and ends FINISHED.
+//
+// # Errors
+//
+// ErrJobNotFound; ErrFailedPrecondition when the job is not running; the
+// reason the savepoint was aborted.
+func (c *Client) TriggerSavepoint(ctx context.Context, jobID string, stop bool, timeout time.Duration) (Checkpoint, error) {
+	ctx, cancel, opt := call(ctx, max(timeout, 5*time.Minute)+c.timeout)
+	defer cancel()
+	resp, err := c.c.TriggerSavepoint(ctx, &dispatcher.SavepointRequest{JobId: jobID, Stop: stop, TimeoutMs: timeout.Milliseconds()}, opt)
+	if err != nil {
+		return Checkpoint{}, wrap("savepoint of job "+jobID, err)
+	}
+	return checkpointFromWire(resp), nil
+}
+
+// ListCheckpoints returns a job's checkpoints and savepoints, newest first.
+//
+// # Errors
+//
+// ErrJobNotFound.
+func (c *Client) ListCheckpoints(ctx context.Context, jobID string) ([]Checkpoint, error) {
+	ctx, cancel, opt := call(ctx, c.timeout)
+	defer cancel()
+	resp, err := c.c.ListCheckpoints(ctx, jobID, opt)
+	if err != nil {
+		return nil, wrap("checkpoints of job "+jobID, err)
+	}
+	out := make([]Checkpoint, 0, len(resp.GetCheckpoints()))
+	for _, w := range resp.GetCheckpoints() {
+		out = append(out, checkpointFromWire(w))
+	}
+	return out, nil
+}
+
+// DisposeSavepoint deletes a savepoint.
+//
+// # Errors
+//
+// ErrNotFound for an unknown savepoint (or another tenant's).
+func (c *Client) DisposeSavepoint(ctx context.Context, id string) error {
+	ctx, cancel, opt := call(ctx, c.timeout)
+	defer cancel()
+	return wrap("dispose savepoint "+id, c.c.DisposeSavepoint(ctx, id, opt))
 }

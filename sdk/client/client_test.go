@@ -92,6 +92,26 @@ func (f *fakeDispatcher) Overview(context.Context) (*dispatcher.ClusterOverview,
 	}, nil
 }
 
+func (f *fakeDispatcher) TriggerSavepoint(_ context.Context, req *dispatcher.SavepointRequest) (*dispatcher.CheckpointInfo, error) {
+	if req.JobId != "job-1" {
+		return nil, rpcerr.ToWire(rpcerr.Errorf(rpcerr.ErrJobNotFound, "job %q not found", req.JobId))
+	}
+	return &dispatcher.CheckpointInfo{Id: 4, Savepoint: true, SavepointId: "sp-1", Status: "COMPLETED", TriggeredMs: 2000, DurationMs: 30, Size: 99, Location: "tenants/default/savepoints/sp-1/"}, nil
+}
+
+func (f *fakeDispatcher) ListCheckpoints(_ context.Context, id string) (*dispatcher.ListCheckpointsResponse, error) {
+	return &dispatcher.ListCheckpointsResponse{Checkpoints: []*dispatcher.CheckpointInfo{
+		{Id: 2, Status: "ABORTED", Reason: "declined"}, {Id: 1, Status: "COMPLETED", Size: 10},
+	}}, nil
+}
+
+func (f *fakeDispatcher) DisposeSavepoint(_ context.Context, id string) error {
+	if id != "sp-1" {
+		return rpcerr.ToWire(rpcerr.Errorf(rpcerr.ErrNotFound, "savepoint %q not found", id))
+	}
+	return nil
+}
+
 func start(t *testing.T, f *fakeDispatcher) string {
 	t.Helper()
 	srv, err := rpcserver.Start(context.Background(), rpcserver.Config{Addr: "127.0.0.1:0"},
@@ -143,6 +163,24 @@ func TestClientCalls(t *testing.T) {
 	ov, err := c.Overview(ctx)
 	if err != nil || ov.SlotsTotal != 4 || ov.SlotsFree != 3 || ov.JobsByState["RUNNING"] != 1 || ov.TaskManagers[0].ResourceID != "tm-a" {
 		t.Fatalf("Overview = %+v, %v", ov, err)
+	}
+
+	sp, err := c.TriggerSavepoint(ctx, "job-1", true, time.Minute)
+	if err != nil || sp.SavepointID != "sp-1" || !sp.Savepoint || sp.Duration != 30*time.Millisecond || sp.Triggered.UnixMilli() != 2000 || sp.Size != 99 {
+		t.Fatalf("TriggerSavepoint = %+v, %v", sp, err)
+	}
+	if _, err := c.TriggerSavepoint(ctx, "nope", false, 0); !errors.Is(err, client.ErrJobNotFound) {
+		t.Fatalf("TriggerSavepoint(nope) = %v; want ErrJobNotFound", err)
+	}
+	cps, err := c.ListCheckpoints(ctx, "job-1")
+	if err != nil || len(cps) != 2 || cps[0].Reason != "declined" || cps[1].Size != 10 {
+		t.Fatalf("ListCheckpoints = %+v, %v", cps, err)
+	}
+	if err := c.DisposeSavepoint(ctx, "sp-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DisposeSavepoint(ctx, "sp-2"); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("DisposeSavepoint(sp-2) = %v; want ErrNotFound", err)
 	}
 
 	r, err := c.WaitJob(ctx, "job-1")

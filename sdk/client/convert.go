@@ -101,3 +101,17 @@ func overviewFromWire(o *dispatcher.ClusterOverview) Overview {
 	}
 	return out
 }
+
+func checkpointFromWire(w *dispatcher.CheckpointInfo) Checkpoint {
+	return Checkpoint{
+		ID:          w.GetId(),
+		Savepoint:   w.GetSavepoint(),
+		SavepointID: w.GetSavepointId(),
+		Status:      w.GetStatus(),
+		Triggered:   msTime(w.GetTriggeredMs()),
+		Duration:    time.Duration(w.GetDurationMs()) * time.Millisecond,
+		Size:        w.GetSize(),
+		Reason:      w.GetReason(),
+		Location:    w.GetLocation(),
+	}
+}

@@ -31,6 +31,22 @@ type JobSpec struct {
 	Parallelism  int               `json:"parallelism"`      // default parallelism of vertices that set none; 0 means the cluster's default
 	Config       map[string]string `json:"config,omitempty"` // job settings
 	Name         string            `json:"name,omitempty"`   // optional; the graph's name otherwise
+	// FromSavepoint starts the job from a savepoint of the caller's
+	// tenant, at any parallelism up to the job's max parallelism.
+	FromSavepoint string `json:"from_savepoint,omitempty"`
+}
+
+// Checkpoint is one checkpoint or savepoint of a job.
+type Checkpoint struct {
+	ID          int64         `json:"id"`
+	Savepoint   bool          `json:"savepoint,omitempty"`
+	SavepointID string        `json:"savepoint_id,omitempty"`
+	Status      string        `json:"status"` // IN_PROGRESS, COMPLETED, ABORTED
+	Triggered   time.Time     `json:"triggered"`
+	Duration    time.Duration `json:"duration_ns"`
+	Size        int64         `json:"size"`
+	Reason      string        `json:"reason,omitempty"`   // why it aborted
+	Location    string        `json:"location,omitempty"` // blob directory of its metadata
 }
 
 // The types below carry JSON tags: `sluice list --json`, `status --json` and

@@ -176,7 +176,8 @@ func (s *Stream) KeyBy(name string, fn KeyFunc) *KeyedStream {
 	return &KeyedStream{s: &Stream{env: s.env, op: o, part: jobgraph.Hash}}
 }
 
-// SetParallelism sets the key_by operator's parallelism.
+// SetParallelism sets the key_by operator's parallelism; by default it is
+// its input's, so it chains to it and each key's records keep their order.
 func (k *KeyedStream) SetParallelism(n int) *KeyedStream {
 	k.s.op.setParallelism(k.s.env, n)
 	return k

@@ -195,6 +195,25 @@ func TestPlanBuildsTheGraph(t *testing.T) {
 	}
 }
 
+// TestKeyByChainsToItsInput: a KeyBy runs at its input's parallelism, so
+// the records of one key reach the keyed operator through one channel, in
+// order — not through a rebalance fanning a p=1 source out to p=3 KeyBys.
+func TestKeyByChainsToItsInput(t *testing.T) {
+	h := withJob(t, func(env *Env) {
+		env.Source("seq", func(*Context, int, *Collector) bool { return true }).SetParallelism(1).
+			KeyBy("key", func(r Record) []byte { return r.Key }).
+			Reduce("check", func(acc []byte, _ Record) []byte { return acc }).
+			Collect("out")
+	})
+	g := planOf(t, h)
+	if err := jobgraph.Validate(g, 3, 0); err != nil {
+		t.Fatal(err)
+	}
+	if g.Vertices[1].Parallelism != 1 || g.Edges[0].Partitioner != jobgraph.Forward || g.Edges[1].Partitioner != jobgraph.Hash {
+		t.Fatalf("key_by vertex %+v, edges %+v: want parallelism 1, forward from the source, hash after", g.Vertices[1], g.Edges)
+	}
+}
+
 func TestPlanMisuse(t *testing.T) {
 	for name, tc := range map[string]struct {
 		plan func(env *Env)

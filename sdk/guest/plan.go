@@ -96,6 +96,16 @@ func declare(args []string) (*Env, error) {
 // graph returns the job graph e declares.
 func (e *Env) graph() *jobgraph.Graph {
 	g := &jobgraph.Graph{Name: e.name, MaxParallelism: e.maxP, Vertices: []jobgraph.Vertex{}, Edges: []jobgraph.Edge{}}
+	// A KeyBy only computes keys: it runs at its input's parallelism unless
+	// set, so it chains to its input (as Flink applies the key selector in
+	// the producer). Otherwise a rebalance would feed it and the records of
+	// one key would reach the keyed operator through several channels, out
+	// of order.
+	for _, ed := range e.edges {
+		if ed.dst.kind == jobgraph.KindKeyBy && ed.dst.parallelism == 0 {
+			ed.dst.parallelism = ed.src.parallelism
+		}
+	}
 	for _, o := range e.ops {
 		if g.Name == "" && o.kind == jobgraph.KindSource {
 			g.Name = o.name

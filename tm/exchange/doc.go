@@ -18,7 +18,10 @@
 // its producers; nothing is dropped.
 //
 // Events (END_OF_PARTITION, CHECKPOINT_BARRIER) travel in-band, after the
-// records written before them.
+// records written before them. For barrier alignment a consumer can hold
+// back a channel that delivered a barrier (InputGate.Block): its elements
+// stay queued and its credits are not returned, so that producer stops
+// while the others catch up; UnblockAll lets it go on.
 //
 // Control messages never travel here: they stay on Kitex. This package must
 // not import jm, wasmhost, idl/kitex_gen or other tm packages.

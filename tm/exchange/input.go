@@ -54,6 +54,7 @@ type InputGate struct {
 	held   []byte     // buffer behind the last records returned
 	heldCh *inputChannel
 	recs   []abi.Record
+	open   []*inputChannel // scratch of Next: the channels not blocked
 
 	notify      chan struct{} // cap 1: an element arrived or the gate failed
 	closedCh    chan struct{}
@@ -83,6 +84,7 @@ type inputChannel struct {
 	qHead     int
 	avail     int  // credits the producer holds, as the consumer counts them
 	gotEOP    bool // END_OF_PARTITION received (maybe not consumed yet)
+	blocked   bool // held back by Block: Next skips it, its credits wait
 	received  int  // elements delivered so far
 	maxQueued int  // high-water mark of the queue, for tests
 
@@ -256,7 +258,12 @@ func (g *InputGate) fail(err error) {
 func (ic *inputChannel) consumed() {
 	ic.pending++
 	if ic.pending >= ic.g.creditBatch {
-		ic.returnCredits()
+		ic.g.mu.Lock()
+		blocked := ic.blocked
+		ic.g.mu.Unlock()
+		if !blocked {
+			ic.returnCredits()
+		}
 	}
 }
 
@@ -324,7 +331,7 @@ func (g *InputGate) Next(ctx context.Context) (Batch, error) {
 		n := len(g.chans)
 		for i := 0; i < n; i++ {
 			c := g.chans[(g.rr+i)%n]
-			if c.qHead < len(c.q) {
+			if !c.blocked && c.qHead < len(c.q) {
 				ic = c
 				g.rr = (g.rr + i + 1) % n
 				break
@@ -335,11 +342,18 @@ func (g *InputGate) Next(ctx context.Context) (Batch, error) {
 				g.mu.Unlock()
 				return Batch{}, io.EOF
 			}
-			chans := g.chans
+			open := g.open[:0]
+			for _, c := range g.chans {
+				if !c.blocked {
+					open = append(open, c)
+				}
+			}
+			g.open = open
 			g.mu.Unlock()
-			for _, c := range chans {
+			for _, c := range open {
 				c.returnCredits() // before waiting: the producers may be waiting for them
 			}
+			clear(open)
 			select {
 			case <-g.notify:
 			case <-g.closedCh:
@@ -376,6 +390,61 @@ func (g *InputGate) Next(ctx context.Context) (Batch, error) {
 		}
 		return Batch{Producer: ic.producer, Records: recs}, nil
 	}
+}
+
+// Block holds back the channel of producer, for checkpoint barrier
+// alignment: until UnblockAll, Next returns none of its elements (they stay
+// queued, in order) and the credits of what was consumed from it are not
+// returned, so the producer stops once it has used up its credits
+// (back-pressure) while the other channels flow on. Blocking a blocked
+// channel does nothing.
+//
+// Block may be called from any goroutine. Call it before the next Next
+// after the element that calls for it (a barrier) was returned, so no
+// element of the channel after that one slips through.
+//
+// # Errors
+//
+// An error when no channel of producer is attached to the gate.
+func (g *InputGate) Block(producer int) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ic := g.byProd[producer]
+	if ic == nil {
+		return fmt.Errorf("input %s subtask %d: block: no channel from producer subtask %d", g.spec.ResultID, g.spec.ConsumerSubtask, producer)
+	}
+	ic.blocked = true
+	return nil
+}
+
+// UnblockAll releases every channel Block held back: Next returns their
+// queued elements again, and their held credits go back to the producers
+// (before Next next waits, or with the next batch of credits). It may be
+// called from any goroutine, also while another one waits in Next.
+func (g *InputGate) UnblockAll() {
+	g.mu.Lock()
+	changed := false
+	for _, ic := range g.chans {
+		changed = changed || ic.blocked
+		ic.blocked = false
+	}
+	g.mu.Unlock()
+	if changed {
+		g.signal()
+	}
+}
+
+// Blocked returns the producer subtasks whose channels are blocked.
+func (g *InputGate) Blocked() []int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []int
+	for _, ic := range g.chans {
+		if ic.blocked {
+			out = append(out, ic.producer)
+		}
+	}
+	return out
 }
 
 // Close unregisters the input and releases its buffers. Producers that have

@@ -24,4 +24,13 @@
 // Every state is reported to the task's JobMaster in order, with the task's
 // fencing token; a JobMaster that answers "stale" or "not found" no longer
 // wants the task, and it is canceled.
+//
+// # Checkpoints
+//
+// TriggerCheckpoint (source tasks only) and NotifyCheckpoint hand the
+// command to the task's task.Control and return at once; the task takes it
+// at its next safe point. Its acknowledgements and declines travel through
+// the same ordered queue as its state updates, so FINISHED never overtakes
+// the task's last answer. A rejected answer is only logged: the task's fate
+// is decided by its state updates.
 package executor

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/blob"
+	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/jobgraph"
+	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/tm/exchange"
 	"github.com/sluicehq/sluice/tm/task"
 	"github.com/sluicehq/sluice/wasmhost"
@@ -37,6 +39,8 @@ type Deployment struct {
 	// Limits are the tenant's sandbox quotas (memory per instance, call
 	// deadline, state size); zero fields leave Config.Limits.
 	Limits wasmhost.Limits
+	// Restore, when set, is the state the task starts from.
+	Restore *checkpoint.TaskRestore
 }
 
 // Config configures an Executor.
@@ -88,6 +92,7 @@ type runningTask struct {
 	d      Deployment
 	cancel context.CancelFunc
 	done   chan struct{}
+	ctl    *task.Control // checkpoint triggers and notifications
 }
 
 // New returns an Executor with cfg.Slots free slots.
@@ -168,7 +173,7 @@ func (e *Executor) DeployTask(_ context.Context, d Deployment) error {
 		e.byAlloc[d.AllocationID] = idx
 	}
 	ctx, cancel := context.WithCancel(e.ctx)
-	t := &runningTask{d: d, cancel: cancel, done: make(chan struct{})}
+	t := &runningTask{d: d, cancel: cancel, done: make(chan struct{}), ctl: task.NewControl()}
 	e.tasks[d.ExecutionID] = t
 	e.wg.Add(1)
 	e.mu.Unlock()
@@ -219,14 +224,104 @@ func (e *Executor) CancelTask(_ context.Context, tok FencingToken, executionID s
 	if !ok {
 		return nil
 	}
-	if tok.JobID != t.d.Fencing.JobID ||
-		(tok.LeaderSession == t.d.Fencing.LeaderSession && tok.Attempt < t.d.Fencing.Attempt) {
-		return fmt.Errorf("%w: cannot cancel %s (job %s attempt %d) with job %s attempt %d",
-			ErrStaleFencing, executionID, t.d.JobID, t.d.Fencing.Attempt, tok.JobID, tok.Attempt)
+	if err := fencingAllows(tok, t.d, "cancel"); err != nil {
+		return err
 	}
 	e.log.Info("canceling task", "job", t.d.JobID, "task", executionID)
 	t.cancel()
 	return nil
+}
+
+// fencingAllows refuses a command with a token for another job, or from an
+// older attempt of the task's leader session. A newer attempt or another
+// leader session may command the task (it is the leader now).
+func fencingAllows(tok FencingToken, d Deployment, what string) error {
+	if tok.JobID != d.Fencing.JobID ||
+		(tok.LeaderSession == d.Fencing.LeaderSession && tok.Attempt < d.Fencing.Attempt) {
+		return fmt.Errorf("%w: cannot %s %s (job %s attempt %d) with job %s attempt %d",
+			ErrStaleFencing, what, d.ExecutionID, d.JobID, d.Fencing.Attempt, tok.JobID, tok.Attempt)
+	}
+	return nil
+}
+
+// TriggerCheckpoint hands trigger t to the source task executionID, which
+// takes the checkpoint at its next safe point (between batches or polls):
+// it returns at once, and the task's Ack or Decline reaches the JobMaster
+// later, in order with its state updates.
+//
+// # Errors
+//
+// ErrStaleFencing as CancelTask; ErrTaskNotFound for an execution that is
+// not running here (or has just ended); ErrNotSource for a task with
+// inputs (barriers reach it from upstream); rpcerr.ErrInvalidArgument for
+// an id below 1; rpcerr.ErrUnavailable when the task has too many
+// commands queued.
+func (e *Executor) TriggerCheckpoint(_ context.Context, tok FencingToken, executionID string, t checkpoint.Trigger) error {
+	if t.ID < 1 {
+		return fmt.Errorf("%w: checkpoint id %d (ids start at 1)", rpcerr.ErrInvalidArgument, t.ID)
+	}
+	rt, err := e.commandTarget(tok, executionID, fmt.Sprintf("trigger checkpoint %d of", t.ID))
+	if err != nil {
+		return err
+	}
+	if !isSource(rt.d) {
+		return fmt.Errorf("%w: %s reads inputs; checkpoint barriers reach it from its producers", ErrNotSource, executionID)
+	}
+	return controlErr(executionID, rt.ctl.Trigger(t))
+}
+
+// NotifyCheckpoint tells task executionID that checkpoint checkpointID
+// completed (the file-sink parts it covers are committed; the task stops
+// listing them) or was aborted (a task aligning its barriers gives it up; a
+// source stopped by that stop-with-savepoint resumes). It returns at once.
+//
+// # Errors
+//
+// ErrStaleFencing as CancelTask; ErrTaskNotFound for an execution that is
+// not running here (a task that finished needs no notification);
+// rpcerr.ErrInvalidArgument for an id below 1; rpcerr.ErrUnavailable when
+// the task has too many commands queued.
+func (e *Executor) NotifyCheckpoint(_ context.Context, tok FencingToken, executionID string, checkpointID int64, completed bool) error {
+	if checkpointID < 1 {
+		return fmt.Errorf("%w: checkpoint id %d (ids start at 1)", rpcerr.ErrInvalidArgument, checkpointID)
+	}
+	rt, err := e.commandTarget(tok, executionID, fmt.Sprintf("notify checkpoint %d to", checkpointID))
+	if err != nil {
+		return err
+	}
+	return controlErr(executionID, rt.ctl.Notify(checkpointID, completed))
+}
+
+// commandTarget returns the running task executionID if tok may command it.
+func (e *Executor) commandTarget(tok FencingToken, executionID, what string) (*runningTask, error) {
+	e.mu.Lock()
+	t, ok := e.tasks[executionID]
+	e.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("%w: execution %s is not running on this task manager", ErrTaskNotFound, executionID)
+	}
+	if err := fencingAllows(tok, t.d, what); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func controlErr(executionID string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, task.ErrEnded):
+		return fmt.Errorf("%w: execution %s has ended", ErrTaskNotFound, executionID)
+	case errors.Is(err, task.ErrBusy):
+		return fmt.Errorf("execution %s: %w: %w", executionID, rpcerr.ErrUnavailable, err)
+	}
+	return fmt.Errorf("execution %s: %w", executionID, err)
+}
+
+// isSource reports whether d is a source task: its chain starts with a
+// source (a text source or a guest source) and it reads no inputs.
+func isSource(d Deployment) bool {
+	return len(d.Inputs) == 0 && len(d.Chain) > 0 && d.Chain[0].Kind == jobgraph.KindSource
 }
 
 // FreeSlot returns the allocation's slot to the pool, canceling any task
@@ -354,11 +449,11 @@ func (e *Executor) run(ctx context.Context, t *runningTask) {
 	defer remove()
 
 	rep.send(TaskStateUpdate{State: StateDeploying})
-	res, err := e.runTask(ctx, d, log, func() { rep.send(TaskStateUpdate{State: StateRunning}) })
+	res, err := e.runTask(ctx, t, rep, log)
 	var final TaskStateUpdate
 	switch {
 	case err == nil:
-		final = TaskStateUpdate{State: StateFinished, Accumulators: res.Accumulators, Collected: res.Collected}
+		final = TaskStateUpdate{State: StateFinished, Accumulators: res.Accumulators, Collected: res.Collected, SinkParts: res.SinkParts}
 		log.Info("task finished", "collected", len(res.Collected))
 	case ctx.Err() != nil:
 		// Asked to stop: whatever the guest call returned on the way out
@@ -375,8 +470,10 @@ func (e *Executor) run(ctx context.Context, t *runningTask) {
 }
 
 // runTask runs task.Run, turning a panic into a task failure so one task
-// never takes the TaskManager down.
-func (e *Executor) runTask(ctx context.Context, d Deployment, log *slog.Logger, onRunning func()) (res task.Result, err error) {
+// never takes the TaskManager down. Checkpoint answers go through rep, in
+// order with the state updates.
+func (e *Executor) runTask(ctx context.Context, rt *runningTask, rep *reporter, log *slog.Logger) (res task.Result, err error) {
+	d := rt.d
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("task %s panicked: %v\n%s", d.ExecutionID, r, debug.Stack())
@@ -395,15 +492,22 @@ func (e *Executor) runTask(ctx context.Context, d Deployment, log *slog.Logger, 
 		Inputs:         d.Inputs,
 		Outputs:        d.Outputs,
 		Config:         d.Config,
+		Attempt:        d.Fencing.Attempt,
+		Restore:        d.Restore,
 	}
+	limits := taskLimits(e.cfg.Limits, d.Limits)
+	// The job asked for the wall clock (the Dispatcher validated the value).
+	limits.GrantClock = d.Config[jobgraph.ConfigClock] == jobgraph.ClockWall
 	deps := task.Deps{
-		Runtime:   e.cfg.Runtime,
-		Modules:   e.modules,
-		Blob:      e.cfg.Blob,
-		Exchange:  e.cfg.Exchange,
-		Limits:    taskLimits(e.cfg.Limits, d.Limits),
-		Logger:    log,
-		OnRunning: onRunning,
+		Runtime:     e.cfg.Runtime,
+		Modules:     e.modules,
+		Blob:        e.cfg.Blob,
+		Exchange:    e.cfg.Exchange,
+		Limits:      limits,
+		Logger:      log,
+		OnRunning:   func() { rep.send(TaskStateUpdate{State: StateRunning}) },
+		Control:     rt.ctl,
+		Checkpoints: rep,
 	}
 	if len(d.Chain) > 0 && d.Chain[0].Connector == jobgraph.ConnectorText {
 		deps.Splits = &splitSource{jms: e.cfg.JobMasters, d: d, vertexID: d.Chain[0].ID}

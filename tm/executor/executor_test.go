@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluicehq/sluice/blob"
+	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/internal/testutil"
@@ -20,12 +21,21 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// fakeJMs records task state updates; reject makes it answer ErrRejected.
+// fakeJMs records task state updates and checkpoint answers; reject makes
+// it answer ErrRejected.
 type fakeJMs struct {
-	mu      sync.Mutex
-	updates map[string][]TaskStateUpdate
-	reject  bool
-	fail    int // fail this many updates with a retryable error first
+	mu       sync.Mutex
+	updates  map[string][]TaskStateUpdate
+	reject   bool
+	fail     int // fail this many updates with a retryable error first
+	acks     []checkpoint.Ack
+	declines []checkpoint.Decline
+	fencing  []FencingToken // of each ack and decline
+	events   []string       // "<exec> <STATE>", "<exec> ack <n>", "<exec> decline <n>", in arrival order
+	// splits, when set, hands out the splits sent on it; closing it means
+	// no more splits.
+	splits    chan InputSplit
+	nextCalls atomic.Int32
 }
 
 func (f *fakeJMs) UpdateTaskState(_ context.Context, _ string, u TaskStateUpdate) error {
@@ -42,11 +52,45 @@ func (f *fakeJMs) UpdateTaskState(_ context.Context, _ string, u TaskStateUpdate
 		f.updates = map[string][]TaskStateUpdate{}
 	}
 	f.updates[u.ExecutionID] = append(f.updates[u.ExecutionID], u)
+	f.events = append(f.events, u.ExecutionID+" "+u.State)
 	return nil
 }
 
-func (f *fakeJMs) NextSplit(context.Context, string, SplitRequest) (InputSplit, bool, error) {
-	return InputSplit{}, true, nil
+func (f *fakeJMs) NextSplit(ctx context.Context, _ string, _ SplitRequest) (InputSplit, bool, error) {
+	f.nextCalls.Add(1)
+	if f.splits == nil {
+		return InputSplit{}, true, nil
+	}
+	select {
+	case sp, ok := <-f.splits:
+		return sp, !ok, nil
+	case <-ctx.Done():
+		return InputSplit{}, false, ctx.Err()
+	}
+}
+
+func (f *fakeJMs) AcknowledgeCheckpoint(_ context.Context, _ string, tok FencingToken, a checkpoint.Ack) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.acks = append(f.acks, a)
+	f.fencing = append(f.fencing, tok)
+	f.events = append(f.events, fmt.Sprintf("%s ack %d", a.ExecutionID, a.CheckpointID))
+	return nil
+}
+
+func (f *fakeJMs) DeclineCheckpoint(_ context.Context, _ string, tok FencingToken, d checkpoint.Decline) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.declines = append(f.declines, d)
+	f.fencing = append(f.fencing, tok)
+	f.events = append(f.events, fmt.Sprintf("%s decline %d", d.ExecutionID, d.CheckpointID))
+	return nil
+}
+
+func (f *fakeJMs) eventLog() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.events...)
 }
 
 func (f *fakeJMs) states(exec string) []string {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 )
 
@@ -34,6 +35,9 @@ type TaskStateUpdate struct {
 	Failure      string           // FAILED: the root cause, with the guest's stack trace
 	Accumulators map[string]int64 // FINISHED
 	Collected    [][]byte         // FINISHED: collect-sink records
+	// FINISHED: file-sink parts no completed checkpoint committed, for the
+	// JobMaster's final commit.
+	SinkParts []checkpoint.SinkPart
 }
 
 // SplitRequest asks a JobMaster for the next input split of a source subtask.
@@ -56,6 +60,8 @@ type InputSplit struct {
 type JobMasters interface {
 	UpdateTaskState(ctx context.Context, address string, u TaskStateUpdate) error
 	NextSplit(ctx context.Context, address string, req SplitRequest) (split InputSplit, done bool, err error)
+	AcknowledgeCheckpoint(ctx context.Context, address string, f FencingToken, a checkpoint.Ack) error
+	DeclineCheckpoint(ctx context.Context, address string, f FencingToken, d checkpoint.Decline) error
 }
 
 // SlotStatus is one slot in a slot report.
@@ -115,6 +121,10 @@ var (
 	ErrStaleFencing = fmt.Errorf("older attempt: %w", rpcerr.ErrStaleFencingToken)
 	// ErrUnavailable: the TaskManager is shutting down.
 	ErrUnavailable = fmt.Errorf("task manager is shutting down: %w", rpcerr.ErrUnavailable)
+	// ErrTaskNotFound: no such execution runs here (any more).
+	ErrTaskNotFound = fmt.Errorf("no such task: %w", rpcerr.ErrNotFound)
+	// ErrNotSource: a checkpoint trigger for a task that is not a source.
+	ErrNotSource = fmt.Errorf("task is not a source: %w", rpcerr.ErrFailedPrecondition)
 	// ErrRejected is wrapped by JobMasters implementations when the
 	// JobMaster refuses a call for good (a stale fencing token, an unknown
 	// job or execution, an invalid request): retrying cannot help, and the

@@ -6,11 +6,15 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/checkpoint"
 )
 
-// reporter sends one task's state updates to its JobMaster in order, each
-// retried with backoff for up to a timeout, from its own goroutine so the
-// task never blocks on the network.
+// reporter sends one task's messages to its JobMaster in order — state
+// updates, checkpoint acknowledgements and declines — each retried with
+// backoff for up to a timeout, from its own goroutine so the task never
+// blocks on the network. One queue keeps them in the order the task made
+// them: a FINISHED update never overtakes the task's last acknowledgement.
 type reporter struct {
 	jms     JobMasters
 	d       Deployment
@@ -21,10 +25,28 @@ type reporter struct {
 	abandon func()
 
 	mu      sync.Mutex
-	queue   []TaskStateUpdate
+	queue   []report
 	closing bool
 	wake    chan struct{}
 	done    chan struct{}
+}
+
+// report is one queued message: exactly one field is set.
+type report struct {
+	update  *TaskStateUpdate
+	ack     *checkpoint.Ack
+	decline *checkpoint.Decline
+}
+
+func (r report) what() []any {
+	switch {
+	case r.update != nil:
+		return []any{"state", r.update.State}
+	case r.ack != nil:
+		return []any{"ack", r.ack.CheckpointID}
+	default:
+		return []any{"decline", r.decline.CheckpointID}
+	}
 }
 
 func newReporter(ctx context.Context, jms JobMasters, d Deployment, timeout time.Duration, log *slog.Logger, abandon func()) *reporter {
@@ -41,8 +63,26 @@ func newReporter(ctx context.Context, jms JobMasters, d Deployment, timeout time
 func (r *reporter) send(u TaskStateUpdate) {
 	u.Fencing = r.d.Fencing
 	u.ExecutionID = r.d.ExecutionID
+	r.enqueue(report{update: &u})
+}
+
+// Ack implements task.Checkpoints: it queues a, never blocking.
+func (r *reporter) Ack(_ context.Context, a checkpoint.Ack) error {
+	a.ExecutionID = r.d.ExecutionID
+	r.enqueue(report{ack: &a})
+	return nil
+}
+
+// Decline implements task.Checkpoints: it queues d, never blocking.
+func (r *reporter) Decline(_ context.Context, d checkpoint.Decline) error {
+	d.ExecutionID = r.d.ExecutionID
+	r.enqueue(report{decline: &d})
+	return nil
+}
+
+func (r *reporter) enqueue(rep report) {
 	r.mu.Lock()
-	r.queue = append(r.queue, u)
+	r.queue = append(r.queue, rep)
 	r.mu.Unlock()
 	select {
 	case r.wake <- struct{}{}:
@@ -50,7 +90,7 @@ func (r *reporter) send(u TaskStateUpdate) {
 	}
 }
 
-// close waits until every queued update was sent or given up.
+// close waits until every queued message was sent or given up.
 func (r *reporter) close() {
 	r.mu.Lock()
 	r.closing = true
@@ -76,30 +116,45 @@ func (r *reporter) loop(ctx context.Context) {
 			<-r.wake
 			continue
 		}
-		u := r.queue[0]
+		rep := r.queue[0]
+		r.queue[0] = report{}
 		r.queue = r.queue[1:]
 		r.mu.Unlock()
 		if rejected {
 			continue // the JobMaster no longer wants this execution
 		}
-		if err := r.deliver(ctx, u); err != nil {
-			if errors.Is(err, ErrRejected) {
-				rejected = true
-				r.log.Info("job master rejected the task's state update: canceling the task", "state", u.State, "err", err)
-				r.abandon()
-				continue
-			}
-			r.log.Warn("could not report task state", "state", u.State, "err", err)
+		err := r.deliver(ctx, rep)
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrRejected) && rep.update != nil:
+			rejected = true
+			r.log.Info("job master rejected the task's state update: canceling the task", append(rep.what(), "err", err)...)
+			r.abandon()
+		case errors.Is(err, ErrRejected):
+			// An answer to a checkpoint the JobMaster has given up (aborted,
+			// or of an older attempt): nothing to do; the task's fate is
+			// decided by its state updates.
+			r.log.Info("job master rejected a checkpoint answer", append(rep.what(), "err", err)...)
+		default:
+			r.log.Warn("could not report to the job master", append(rep.what(), "err", err)...)
 		}
 	}
 }
 
-func (r *reporter) deliver(ctx context.Context, u TaskStateUpdate) error {
+func (r *reporter) deliver(ctx context.Context, rep report) error {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	backoff := 50 * time.Millisecond
 	for {
-		err := r.jms.UpdateTaskState(ctx, r.d.JobMasterAddress, u)
+		var err error
+		switch {
+		case rep.update != nil:
+			err = r.jms.UpdateTaskState(ctx, r.d.JobMasterAddress, *rep.update)
+		case rep.ack != nil:
+			err = r.jms.AcknowledgeCheckpoint(ctx, r.d.JobMasterAddress, r.d.Fencing, *rep.ack)
+		default:
+			err = r.jms.DeclineCheckpoint(ctx, r.d.JobMasterAddress, r.d.Fencing, *rep.decline)
+		}
 		if err == nil || errors.Is(err, ErrRejected) {
 			return err
 		}

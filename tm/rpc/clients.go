@@ -11,6 +11,8 @@ import (
 	jmclient "github.com/sluicehq/sluice/idl/kitex_gen/sluice/jobmaster/jobmaster"
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/resourcemanager"
 	rmclient "github.com/sluicehq/sluice/idl/kitex_gen/sluice/resourcemanager/resourcemanager"
+	"github.com/sluicehq/sluice/internal/checkpoint"
+	"github.com/sluicehq/sluice/internal/cpwire"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/internal/rpcserver"
 	"github.com/sluicehq/sluice/tm/executor"
@@ -125,6 +127,31 @@ func (j *JobMasters) NextSplit(ctx context.Context, addr string, req executor.Sp
 		return executor.InputSplit{}, false, rpcerr.Errorf(rpcerr.ErrInternal, "job master answered neither a split nor done")
 	}
 	return executor.InputSplit{Key: sp.GetKey(), Offset: sp.GetOffset(), Length: sp.GetLength()}, false, nil
+}
+
+// AcknowledgeCheckpoint acknowledges a checkpoint for a task.
+func (j *JobMasters) AcknowledgeCheckpoint(ctx context.Context, addr string, f executor.FencingToken, a checkpoint.Ack) error {
+	c, err := j.client(addr)
+	if err != nil {
+		return err
+	}
+	if err := c.AcknowledgeCheckpoint(ctx, cpwire.AckToWire(fencingToWire(f), a)); err != nil {
+		return fmt.Errorf("acknowledge checkpoint %d of %s: %w", a.CheckpointID, a.ExecutionID, rejected(rpcerr.FromCall(err)))
+	}
+	return nil
+}
+
+// DeclineCheckpoint declines a checkpoint for a task.
+func (j *JobMasters) DeclineCheckpoint(ctx context.Context, addr string, f executor.FencingToken, d checkpoint.Decline) error {
+	c, err := j.client(addr)
+	if err != nil {
+		return err
+	}
+	req := &jobmaster.DeclineCheckpointRequest{Fencing: fencingToWire(f), ExecutionId: d.ExecutionID, CheckpointId: d.CheckpointID, Reason: d.Reason}
+	if err := c.DeclineCheckpoint(ctx, req); err != nil {
+		return fmt.Errorf("decline checkpoint %d of %s: %w", d.CheckpointID, d.ExecutionID, rejected(rpcerr.FromCall(err)))
+	}
+	return nil
 }
 
 // rejected marks errors that retrying cannot fix with executor.ErrRejected.

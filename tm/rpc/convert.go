@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/common"
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/jobmaster"
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/resourcemanager"
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/taskexecutor"
+	"github.com/sluicehq/sluice/internal/cpwire"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/tm/exchange"
 	"github.com/sluicehq/sluice/tm/executor"
@@ -90,11 +92,21 @@ func deploymentFromWire(req *taskexecutor.TaskDeployment) (executor.Deployment, 
 		AllocationID:     req.GetAllocationId(),
 		JobMasterAddress: req.GetJobmasterAddress(),
 		Config:           req.GetConfig(),
+		Restore:          cpwire.RestoreFromWire(req.Restore),
 		Limits: wasmhost.Limits{
 			MemoryLimitBytes: uint64(max(req.GetMemoryLimitBytes(), 0)),
 			CallTimeout:      time.Duration(max(req.GetCallTimeoutMs(), 0)) * time.Millisecond,
 			MaxStateBytes:    max(req.GetMaxStateBytes(), 0),
 		},
+	}
+	if r := d.Restore; r != nil {
+		own := "tenants/" + d.Tenant + "/"
+		for _, h := range r.States {
+			if !strings.HasPrefix(h.Key, own) || h.KeyGroupStart > h.KeyGroupEnd {
+				return executor.Deployment{}, fmt.Errorf("%w: deploy task %s: restore handle %q (key groups %d..%d) is not a state object of tenant %q",
+					executor.ErrInvalidDeployment, d.ExecutionID, h.Key, h.KeyGroupStart, h.KeyGroupEnd, d.Tenant)
+			}
+		}
 	}
 	for _, in := range req.GetInputs() {
 		if in == nil {
@@ -148,5 +160,6 @@ func updateToWire(u executor.TaskStateUpdate) *jobmaster.TaskStateUpdate {
 		Failure:      u.Failure,
 		Accumulators: u.Accumulators,
 		Collected:    u.Collected,
+		SinkParts:    cpwire.PartsToWire(u.SinkParts),
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/common"
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/taskexecutor"
+	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/tm/executor"
@@ -41,6 +42,9 @@ func TestPartitionerRoundTrip(t *testing.T) {
 
 // recorder is an Executor that records what it was asked and returns err.
 type recorder struct {
+	trig   checkpoint.Trigger
+	cpID   int64
+	done   bool
 	d      executor.Deployment
 	tok    executor.FencingToken
 	exec   string
@@ -61,6 +65,16 @@ func (r *recorder) CancelTask(_ context.Context, tok executor.FencingToken, exec
 
 func (r *recorder) FreeSlot(_ context.Context, alloc string) error {
 	r.called, r.alloc = true, alloc
+	return r.err
+}
+
+func (r *recorder) TriggerCheckpoint(_ context.Context, tok executor.FencingToken, exec string, t checkpoint.Trigger) error {
+	r.called, r.tok, r.exec, r.trig = true, tok, exec, t
+	return r.err
+}
+
+func (r *recorder) NotifyCheckpoint(_ context.Context, tok executor.FencingToken, exec string, id int64, completed bool) error {
+	r.called, r.tok, r.exec, r.cpID, r.done = true, tok, exec, id, completed
 	return r.err
 }
 
@@ -91,6 +105,9 @@ func TestDeployTaskHandler(t *testing.T) {
 			AllocationId:     "alloc",
 			JobmasterAddress: "jm:1",
 			Config:           map[string]string{"k": "v"},
+			Restore: &taskexecutor.TaskRestore{CheckpointId: 7, States: []*common.StateHandle{
+				{Key: "tenants/default/jobs/j/checkpoints/00000000000000000007/task-1_2-0.state", Size: 10, KeyGroupStart: 0, KeyGroupEnd: 63},
+			}},
 		}
 	}
 	rec := &recorder{}
@@ -102,7 +119,8 @@ func TestDeployTaskHandler(t *testing.T) {
 	if d.Fencing != (executor.FencingToken{LeaderSession: "s", JobID: "j", Attempt: 2}) || d.ExecutionID != "j.t0" ||
 		len(d.Chain) != 2 || d.Chain[1].Kind != jobgraph.KindFlatMap || d.Subtask != 1 || d.Parallelism != 2 ||
 		len(d.Inputs) != 1 || d.Inputs[0].Producers != 2 || len(d.Outputs) != 1 || d.Outputs[0].Partitioner != jobgraph.Hash ||
-		len(d.Outputs[0].Targets) != 2 || d.AllocationID != "alloc" || d.JobMasterAddress != "jm:1" || d.Config["k"] != "v" {
+		len(d.Outputs[0].Targets) != 2 || d.AllocationID != "alloc" || d.JobMasterAddress != "jm:1" || d.Config["k"] != "v" ||
+		d.Restore == nil || d.Restore.CheckpointID != 7 || len(d.Restore.States) != 1 || d.Restore.States[0].KeyGroupEnd != 63 {
 		t.Fatalf("deployment = %+v", d)
 	}
 
@@ -114,6 +132,9 @@ func TestDeployTaskHandler(t *testing.T) {
 		{"no fencing", func(r *taskexecutor.TaskDeployment) { r.Fencing = nil }, "no fencing token"},
 		{"chain not json", func(r *taskexecutor.TaskDeployment) { r.Chain = []byte("{") }, "chain is not"},
 		{"unknown partitioner", func(r *taskexecutor.TaskDeployment) { r.Outputs[0].Partitioner = 9 }, "unknown partitioner 9"},
+		{"foreign restore", func(r *taskexecutor.TaskDeployment) {
+			r.Restore.States[0].Key = "tenants/other/jobs/j/checkpoints/00000000000000000007/task-1_2-0.state"
+		}, "is not a state object of tenant"},
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
@@ -167,6 +188,40 @@ func TestCancelAndFreeHandlers(t *testing.T) {
 	}
 	if err := h.FreeSlot(context.Background(), ""); wireCode(t, err) != common.ErrorCode_INVALID_ARGUMENT {
 		t.Fatalf("FreeSlot(\"\"): %v", err)
+	}
+}
+
+func TestCheckpointHandlers(t *testing.T) {
+	rec := &recorder{}
+	h := NewTaskExecutor(rec)
+	tok := &common.FencingToken{JobId: "j", Attempt: 3}
+	if err := h.TriggerCheckpoint(context.Background(), &taskexecutor.TriggerCheckpointRequest{
+		Fencing: tok, ExecutionId: "x", CheckpointId: 5, TimestampMs: 99, Savepoint: true, Stop: true,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if rec.exec != "x" || rec.tok.Attempt != 3 || rec.trig != (checkpoint.Trigger{ID: 5, TimestampMs: 99, Savepoint: true, Stop: true}) {
+		t.Fatalf("trigger reached the executor as %+v %q %+v", rec.tok, rec.exec, rec.trig)
+	}
+	if err := h.NotifyCheckpoint(context.Background(), &taskexecutor.NotifyCheckpointRequest{Fencing: tok, ExecutionId: "x", CheckpointId: 5, Completed: true}); err != nil {
+		t.Fatal(err)
+	}
+	if rec.cpID != 5 || !rec.done {
+		t.Fatalf("notify reached the executor as %d %v", rec.cpID, rec.done)
+	}
+	for _, req := range []*taskexecutor.TriggerCheckpointRequest{
+		{ExecutionId: "x", CheckpointId: 1},
+		{Fencing: tok, CheckpointId: 1},
+		{Fencing: tok, ExecutionId: "x", CheckpointId: 0},
+	} {
+		rec.called = false
+		if err := h.TriggerCheckpoint(context.Background(), req); wireCode(t, err) != common.ErrorCode_INVALID_ARGUMENT || rec.called {
+			t.Errorf("trigger %+v: %v (reached the executor: %v)", req, err, rec.called)
+		}
+	}
+	rec.err = executor.ErrStaleFencing
+	if err := h.NotifyCheckpoint(context.Background(), &taskexecutor.NotifyCheckpointRequest{Fencing: tok, ExecutionId: "x", CheckpointId: 5}); wireCode(t, err) != common.ErrorCode_STALE_FENCING_TOKEN {
+		t.Errorf("stale notify: %v", err)
 	}
 }
 

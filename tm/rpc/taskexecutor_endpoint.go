@@ -8,6 +8,8 @@ import (
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/taskexecutor"
 	tesvc "github.com/sluicehq/sluice/idl/kitex_gen/sluice/taskexecutor/taskexecutor"
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/checkpoint"
+	"github.com/sluicehq/sluice/internal/cpwire"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/internal/rpcserver"
 	"github.com/sluicehq/sluice/tm/executor"
@@ -19,6 +21,8 @@ type Executor interface {
 	DeployTask(ctx context.Context, d executor.Deployment) error
 	CancelTask(ctx context.Context, tok executor.FencingToken, executionID string) error
 	FreeSlot(ctx context.Context, allocationID string) error
+	TriggerCheckpoint(ctx context.Context, tok executor.FencingToken, executionID string, t checkpoint.Trigger) error
+	NotifyCheckpoint(ctx context.Context, tok executor.FencingToken, executionID string, checkpointID int64, completed bool) error
 }
 
 // TaskExecutor serves the TaskExecutor Kitex service. Every method runs the
@@ -74,6 +78,28 @@ func (h *TaskExecutor) CancelTask(ctx context.Context, req *taskexecutor.CancelT
 		return rpcerr.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "cancel task: need a fencing token and an execution id"))
 	}
 	return rpcerr.ToWire(h.ex.CancelTask(ctx, fencingFromWire(req.Fencing), req.GetExecutionId()))
+}
+
+// TriggerCheckpoint starts a checkpoint at a source task.
+func (h *TaskExecutor) TriggerCheckpoint(ctx context.Context, req *taskexecutor.TriggerCheckpointRequest) error {
+	if err := h.peer(ctx); err != nil {
+		return rpcerr.ToWire(err)
+	}
+	if req == nil || req.Fencing == nil || req.GetExecutionId() == "" || req.GetCheckpointId() < 1 {
+		return rpcerr.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "trigger checkpoint: need a fencing token, an execution id and a checkpoint id ≥ 1"))
+	}
+	return rpcerr.ToWire(h.ex.TriggerCheckpoint(ctx, fencingFromWire(req.Fencing), req.GetExecutionId(), cpwire.TriggerFromWire(req)))
+}
+
+// NotifyCheckpoint tells a task that a checkpoint completed or aborted.
+func (h *TaskExecutor) NotifyCheckpoint(ctx context.Context, req *taskexecutor.NotifyCheckpointRequest) error {
+	if err := h.peer(ctx); err != nil {
+		return rpcerr.ToWire(err)
+	}
+	if req == nil || req.Fencing == nil || req.GetExecutionId() == "" {
+		return rpcerr.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "notify checkpoint: need a fencing token and an execution id"))
+	}
+	return rpcerr.ToWire(h.ex.NotifyCheckpoint(ctx, fencingFromWire(req.Fencing), req.GetExecutionId(), req.GetCheckpointId(), req.GetCompleted()))
 }
 
 // FreeSlot returns a slot to the pool.

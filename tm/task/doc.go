@@ -4,13 +4,21 @@
 // guest operators, to its output (the host collect sink, or the exchange's
 // result writers).
 //
-//	inputs ──▶ [host text source] ──▶ guest operators (one instance) ──▶ [host collect sink]
+//	inputs ──▶ [host text source] ──▶ guest operators (one instance) ──▶ [host collect or file sink]
 //	 (splits, gates, or a guest source)                                   or result writers
 //
-// Run is the whole life of a task: open, run, end of input, finish, close.
-// It returns when the task FINISHED (nil error), was canceled (an error
-// wrapping context.Canceled), or FAILED (the error; a guest failure is a
+// Run is the whole life of a task: open (restoring state from a checkpoint
+// when Spec.Restore says so), run, end of input, finish, close. It returns
+// when the task FINISHED (nil error), was canceled (an error wrapping
+// context.Canceled), or FAILED (the error; a guest failure is a
 // *wasmhost.GuestError).
+//
+// Checkpoints: a source takes the triggers that reach it through a Control;
+// a task with inputs aligns the barriers of its input channels. Either way
+// it calls the guest's barrier hooks, snapshots its State, forwards the
+// barrier and uploads in the background, answering through Checkpoints
+// (see checkpoint.go). The transactional file sink (filesink.go) writes
+// part files that the JobMaster commits.
 //
 // It must not import jm or idl/kitex_gen; tm/executor drives it.
 package task

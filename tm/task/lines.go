@@ -9,6 +9,7 @@ import (
 	"io"
 
 	"github.com/sluicehq/sluice/blob"
+	"github.com/sluicehq/sluice/internal/checkpoint"
 )
 
 // Split is a byte range of one blob object, handed out by the JobMaster.
@@ -18,11 +19,7 @@ import (
 // partial line it starts in, and every split reads past its end to finish
 // the last line that starts inside it. So each line of the object is read
 // by exactly one split, whatever the split boundaries.
-type Split struct {
-	Key    string
-	Offset int64
-	Length int64
-}
+type Split = checkpoint.Split
 
 const (
 	// readAhead is how far past a split's end the first range request
@@ -100,8 +97,9 @@ func (r *rangeReader) Close() error {
 }
 
 // readSplit calls line for every line that belongs to sp, without its
-// trailing "\n" or "\r\n". The slice is valid only during the call.
-func readSplit(ctx context.Context, store blob.Store, sp Split, line func([]byte) error) error {
+// trailing "\n" or "\r\n", with the offset in the object of the byte after
+// it (where the next line starts). The slice is valid only during the call.
+func readSplit(ctx context.Context, store blob.Store, sp Split, line func(b []byte, next int64) error) error {
 	if sp.Offset < 0 || sp.Length < 0 {
 		return fmt.Errorf("split %s@%d+%d: negative offset or length", sp.Key, sp.Offset, sp.Length)
 	}
@@ -143,7 +141,7 @@ func readSplit(ctx context.Context, store blob.Store, sp Split, line func([]byte
 		}
 		b = bytes.TrimSuffix(b, []byte{'\n'})
 		b = bytes.TrimSuffix(b, []byte{'\r'})
-		if lerr := line(b); lerr != nil {
+		if lerr := line(b, pos); lerr != nil {
 			return lerr
 		}
 		if err == io.EOF {

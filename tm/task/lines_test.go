@@ -57,7 +57,7 @@ func readAll(t *testing.T, s blob.Store, sps []Split) []string {
 	t.Helper()
 	var got []string
 	for _, sp := range sps {
-		err := readSplit(context.Background(), s, sp, func(l []byte) error {
+		err := readSplit(context.Background(), s, sp, func(l []byte, _ int64) error {
 			got = append(got, string(l))
 			return nil
 		})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/internal/abi"
+	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/tm/exchange"
 	"github.com/sluicehq/sluice/wasmhost"
@@ -40,6 +41,14 @@ type Spec struct {
 	// ProducerSubtask and a zero MaxParallelism.
 	Outputs []exchange.OutputSpec
 	Config  map[string]string
+	// Attempt is the job attempt (the fencing token's) the task belongs to;
+	// it names the file sink's parts, so attempts never share one.
+	Attempt int64
+	// Restore, when set, is the checkpoint the task's guest state starts
+	// from: every snapshot whose key groups overlap the subtask's is merged
+	// (several after a rescale). Text sources restore nothing: the
+	// JobMaster hands them the splits that were left.
+	Restore *checkpoint.TaskRestore
 }
 
 // ModuleSource gives the compiled module of a tenant by digest (fetched
@@ -70,6 +79,13 @@ type Deps struct {
 	// Limits bound the guest instance; zero fields take wasmhost's
 	// defaults.
 	Limits wasmhost.Limits
+	// Control delivers the JobMaster's checkpoint triggers and
+	// notifications to the running task; nil means none arrive (barriers
+	// from inputs are still aligned, snapshotted and forwarded).
+	Control *Control
+	// Checkpoints receives the task's acknowledgements and declines; nil
+	// drops them.
+	Checkpoints Checkpoints
 }
 
 // Result is what a FINISHED task hands back.
@@ -79,6 +95,10 @@ type Result struct {
 	// Collected are the values of the records that reached a collect sink,
 	// copied, in the order they arrived.
 	Collected [][]byte
+	// SinkParts are the file-sink parts (uploaded under their pending keys)
+	// that no completed checkpoint covered: the JobMaster commits them when
+	// the whole job has finished.
+	SinkParts []checkpoint.SinkPart
 }
 
 const (
@@ -110,6 +130,7 @@ type task struct {
 
 	textHead   bool
 	collectEnd bool
+	fileEnd    bool
 	guest      []jobgraph.Vertex
 
 	inst    *wasmhost.Instance
@@ -118,11 +139,39 @@ type task struct {
 
 	collected [][]byte
 	collBytes int
+	emitted   int64  // records the chain's tail emitted
 	collArena []byte // the collected values are copied into chunks of it
 	emitCtx   context.Context
+
+	// checkpoints (see checkpoint.go)
+	ctl    *Control
+	acks   Checkpoints
+	up     *uploader
+	sink   *fileSink
+	lastID int64 // the newest checkpoint taken or given up
+	stopID int64 // a source stopped by this stop-with-savepoint
+
+	// barrier alignment (tasks with inputs)
+	channels    int // input channels of all gates
+	singleGate  bool
+	alignID     int64
+	seen        map[chanKey]struct{} // delivered barrier alignID
+	superseded  map[int64]struct{}   // older checkpoints declined while aligning
+	ended       map[chanKey]struct{} // delivered END_OF_PARTITION
+	alignCtx    context.Context
+	alignCancel context.CancelFunc
+
+	// text source position
+	split          Split
+	inSplit        bool
+	nextOffset     int64
+	finishedSplits []string
 }
 
 // Run runs the task spec describes until it finishes, fails or ctx ends.
+// Checkpoint answers go to deps.Checkpoints before it returns, and no
+// upload goes on after it returns; deps.Control refuses commands from then
+// on (a trigger still queued when the task finished is declined).
 //
 // # Errors
 //
@@ -132,7 +181,14 @@ type task struct {
 // module that cannot be fetched, an input or output that cannot be opened,
 // a split that cannot be read).
 func Run(ctx context.Context, spec Spec, deps Deps) (res Result, err error) {
-	t := &task{spec: spec, deps: deps, emitCtx: ctx}
+	t := &task{spec: spec, deps: deps, emitCtx: ctx, ctl: deps.Control, acks: deps.Checkpoints,
+		seen: map[chanKey]struct{}{}, ended: map[chanKey]struct{}{}, superseded: map[int64]struct{}{}}
+	if t.ctl == nil {
+		t.ctl = NewControl()
+	}
+	if t.acks == nil {
+		t.acks = noCheckpoints{}
+	}
 	log := deps.Logger
 	if log == nil {
 		log = slog.Default()
@@ -147,8 +203,10 @@ func Run(ctx context.Context, spec Spec, deps Deps) (res Result, err error) {
 		}
 	}()
 	if err := t.validate(); err != nil {
+		t.ctl.close()
 		return Result{}, fmt.Errorf("task %s: %w", spec.ExecutionID, err)
 	}
+	t.startUploader(ctx)
 	defer t.cleanup(ctx)
 	if err := t.open(ctx); err != nil {
 		return Result{}, err
@@ -160,6 +218,9 @@ func Run(ctx context.Context, spec Spec, deps Deps) (res Result, err error) {
 		return Result{}, err
 	}
 	if err := t.finish(ctx); err != nil {
+		return Result{}, err
+	}
+	if res.SinkParts, err = t.finishCheckpoints(ctx); err != nil {
 		return Result{}, err
 	}
 	res.Collected = t.collected
@@ -184,6 +245,13 @@ func (t *task) validate() error {
 			t.textHead = true
 		case v.Connector == jobgraph.ConnectorCollect && i == len(s.Chain)-1:
 			t.collectEnd = true
+		case v.Connector == jobgraph.ConnectorFile && i == len(s.Chain)-1:
+			t.fileEnd = true
+			sink, err := newFileSink(s, v, t.deps.Blob, t.ctl.completedMax)
+			if err != nil {
+				return err
+			}
+			t.sink = sink
 		default:
 			return fmt.Errorf("vertex %d (%s): connector %q is not supported at position %d of the chain by this task runtime", v.ID, v.Name, v.Connector, i)
 		}
@@ -199,14 +267,20 @@ func (t *task) validate() error {
 		return errors.New("the chain's head is not a source and the task has no inputs")
 	case t.collectEnd && len(s.Outputs) > 0:
 		return errors.New("a collect sink task has outputs")
+	case t.fileEnd && len(s.Outputs) > 0:
+		return errors.New("a file sink task has outputs")
+	case t.fileEnd && t.deps.Blob == nil:
+		return errors.New("a file sink needs Deps.Blob")
+	case s.Restore != nil && len(t.guest) > 0 && t.deps.Blob == nil:
+		return errors.New("restoring state needs Deps.Blob")
 	case len(s.Inputs)+len(s.Outputs) > 0 && t.deps.Exchange == nil:
 		return errors.New("inputs or outputs need Deps.Exchange")
 	case len(t.guest) > 0 && t.deps.Modules == nil:
 		return errors.New("guest operators need Deps.Modules")
-	case len(t.guest) == 0 && !t.collectEnd && len(s.Outputs) == 0:
+	case len(t.guest) == 0 && !t.collectEnd && !t.fileEnd && len(s.Outputs) == 0:
 		return errors.New("the chain has no guest operators and nowhere to send records")
 	}
-	if !t.collectEnd && len(s.Outputs) == 0 && len(t.guest) > 0 {
+	if !t.collectEnd && !t.fileEnd && len(s.Outputs) == 0 && len(t.guest) > 0 {
 		if tail := t.guest[len(t.guest)-1]; tail.Kind != jobgraph.KindSink {
 			return fmt.Errorf("vertex %d (%s) ends the chain but the task has no outputs", tail.ID, tail.Name)
 		}
@@ -237,15 +311,26 @@ func (t *task) open(ctx context.Context) error {
 			return fmt.Errorf("task %s: %w", id, err)
 		}
 		t.gates = append(t.gates, g)
+		t.channels += in.Producers
 	}
+	t.singleGate = len(t.gates) == 1
 	if len(t.guest) > 0 {
 		mod, err := t.deps.Modules.Module(ctx, t.spec.Tenant, t.spec.ModuleDigest)
 		if err != nil {
 			return fmt.Errorf("task %s: module %s: %w", id, t.spec.ModuleDigest, err)
 		}
 		var emit func([]abi.Record) error
-		if t.collectEnd || len(t.spec.Outputs) > 0 {
+		if t.collectEnd || t.fileEnd || len(t.spec.Outputs) > 0 {
 			emit = t.emit
+		}
+		var state *wasmhost.State
+		if t.spec.Restore != nil {
+			if state, err = t.restoreState(ctx); err != nil {
+				return err
+			}
+			if err := t.restoreCollected(state); err != nil {
+				return err
+			}
 		}
 		inst, err := mod.Instantiate(ctx, wasmhost.TaskConfig{
 			JobID:          t.spec.JobID,
@@ -258,6 +343,7 @@ func (t *task) open(ctx context.Context) error {
 			Emit:           emit,
 			Logger:         t.log,
 			Limits:         t.deps.Limits,
+			State:          state,
 		})
 		if err != nil {
 			return err
@@ -284,6 +370,17 @@ func (t *task) open(ctx context.Context) error {
 // emit takes the chain tail's output: into the collect sink, or to every
 // output. recs are valid only during the call.
 func (t *task) emit(recs []abi.Record) error {
+	t.emitted += int64(len(recs))
+	if t.sink != nil {
+		if t.sink.write(recs) {
+			// A part rolled over: upload it now, so memory stays bounded.
+			if err := t.sink.unuploadedErr(); err != nil {
+				return fmt.Errorf("task %s: %w", t.spec.ExecutionID, err)
+			}
+			return t.up.submit(t.emitCtx, &uploadJob{sinkUpto: t.sink.seq})
+		}
+		return nil
+	}
 	if t.collectEnd {
 		for i := range recs {
 			t.collBytes += len(recs[i].Value)
@@ -371,7 +468,8 @@ func (t *task) run(ctx context.Context) error {
 }
 
 // runText reads the splits the JobMaster hands out, line by line, in
-// batches.
+// batches. Commands are taken after every line (the partial batch goes to
+// the guest first) and between splits.
 func (t *task) runText(ctx context.Context) error {
 	var b lineBatch
 	flush := func() error {
@@ -379,23 +477,71 @@ func (t *task) runText(ctx context.Context) error {
 		b.reset()
 		return err
 	}
+	src := &source{flush: flush, position: t.textPosition}
 	for {
-		sp, done, err := t.deps.Splits.NextSplit(ctx)
+		if err := t.serveControl(ctx, src); err != nil {
+			return err
+		}
+		sp, done, err := t.nextSplit(ctx, src)
 		if err != nil {
-			return fmt.Errorf("task %s: next split: %w", t.spec.ExecutionID, err)
+			return err
 		}
 		if done {
 			return flush()
 		}
-		err = readSplit(ctx, t.deps.Blob, sp, func(line []byte) error {
+		t.split, t.inSplit, t.nextOffset = sp, true, sp.Offset
+		err = readSplit(ctx, t.deps.Blob, sp, func(line []byte, next int64) error {
 			b.add(line)
+			t.nextOffset = next
 			if len(b.recs) >= batchRecords || len(b.arena) >= batchBytes {
-				return flush()
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+			if t.ctl.pending() {
+				return t.serveControl(ctx, src)
 			}
 			return nil
 		})
 		if err != nil {
 			return fmt.Errorf("task %s: split %s@%d+%d: %w", t.spec.ExecutionID, sp.Key, sp.Offset, sp.Length, err)
+		}
+		// Its last lines may still wait in b; a position taken now flushes
+		// them first.
+		t.finishedSplits = append(t.finishedSplits, sp.ID())
+		t.inSplit = false
+	}
+}
+
+// nextSplit asks for the next split, taking commands while the JobMaster
+// answers: a checkpoint taken then is consistent, because a split handed
+// out after it is not among the finished ones, so a restore reads it again.
+func (t *task) nextSplit(ctx context.Context, src *source) (Split, bool, error) {
+	type answer struct {
+		sp   Split
+		done bool
+		err  error
+	}
+	nctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch := make(chan answer, 1)
+	go func() {
+		sp, done, err := t.deps.Splits.NextSplit(nctx)
+		ch <- answer{sp, done, err}
+	}()
+	for {
+		select {
+		case a := <-ch:
+			if a.err != nil {
+				return Split{}, false, fmt.Errorf("task %s: next split: %w", t.spec.ExecutionID, a.err)
+			}
+			return a.sp, a.done, nil
+		case <-t.ctl.wake:
+			if err := t.serveControl(ctx, src); err != nil {
+				cancel()
+				<-ch
+				return Split{}, false, err
+			}
 		}
 	}
 }
@@ -422,14 +568,28 @@ func (b *lineBatch) reset() {
 	b.recs = b.recs[:0]
 }
 
+// runGuestSource polls the guest source; commands are taken between polls.
 func (t *task) runGuestSource(ctx context.Context) error {
+	src := &source{flush: func() error { return nil }}
+	var idle time.Duration
 	for {
+		if t.ctl.pending() {
+			if err := t.serveControl(ctx, src); err != nil {
+				return err
+			}
+		}
+		before := t.emitted
 		done, err := t.inst.SourcePoll(ctx, sourcePollMax)
 		if err != nil {
 			return err
 		}
 		if done {
 			return nil
+		}
+		if t.emitted > before {
+			idle = 0
+		} else if err := t.idleWait(ctx, &idle); err != nil {
+			return err
 		}
 		if err := t.fireDueTimers(ctx); err != nil {
 			return err
@@ -440,12 +600,39 @@ func (t *task) runGuestSource(ctx context.Context) error {
 	}
 }
 
-// next reads g, waking up for due timers.
-func (t *task) next(ctx context.Context, g *exchange.InputGate) (exchange.Batch, error) {
+// Bounds of the pause after a poll in which a guest source emitted nothing.
+const (
+	minSourceIdle = 100 * time.Microsecond
+	maxSourceIdle = 10 * time.Millisecond
+)
+
+// idleWait pauses a guest source that had nothing to emit, so an idle
+// source does not spin a core: each empty poll in a row doubles the pause,
+// up to maxSourceIdle; a command (a checkpoint trigger) ends it early.
+func (t *task) idleWait(ctx context.Context, idle *time.Duration) error {
+	*idle = min(max(*idle*2, minSourceIdle), maxSourceIdle)
+	timer := time.NewTimer(*idle)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.ctl.wake:
+		select { // leave the signal for whoever takes the commands
+		case t.ctl.wake <- struct{}{}:
+		default:
+		}
+	case <-timer.C:
+	}
+	return nil
+}
+
+// next reads g, waking up for due timers. It waits with wctx (which a
+// command may end early) and calls the guest with ctx.
+func (t *task) next(ctx, wctx context.Context, g *exchange.InputGate) (exchange.Batch, error) {
 	for {
 		wait, ok := t.timerWait()
 		if !ok {
-			return g.Next(ctx)
+			return g.Next(wctx)
 		}
 		if wait == 0 {
 			if err := t.fireDueTimers(ctx); err != nil {
@@ -453,10 +640,10 @@ func (t *task) next(ctx context.Context, g *exchange.InputGate) (exchange.Batch,
 			}
 			continue
 		}
-		tctx, cancel := context.WithTimeout(ctx, wait)
+		tctx, cancel := context.WithTimeout(wctx, wait)
 		b, err := g.Next(tctx)
 		cancel()
-		if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		if err != nil && errors.Is(err, context.DeadlineExceeded) && wctx.Err() == nil {
 			continue // a timer is due
 		}
 		return b, err
@@ -465,38 +652,43 @@ func (t *task) next(ctx context.Context, g *exchange.InputGate) (exchange.Batch,
 
 func (t *task) runGate(ctx context.Context, g *exchange.InputGate) error {
 	for {
-		b, err := t.next(ctx, g)
+		if t.ctl.pending() {
+			if err := t.serveControl(ctx, nil); err != nil {
+				return err
+			}
+		}
+		wctx := t.waitCtx(ctx)
+		b, err := t.next(ctx, wctx, g)
 		if err == io.EOF {
 			return nil
+		}
+		if err != nil && wctx != ctx && wctx.Err() != nil && ctx.Err() == nil {
+			continue // a command arrived while aligning barriers
 		}
 		if err != nil {
 			return fmt.Errorf("task %s: %w", t.spec.ExecutionID, err)
 		}
-		if err := t.handle(ctx, b); err != nil {
+		if err := t.handle(ctx, 0, b); err != nil {
 			return err
 		}
 	}
 }
 
-func (t *task) handle(ctx context.Context, b exchange.Batch) error {
+func (t *task) handle(ctx context.Context, gate int, b exchange.Batch) error {
 	if b.IsEvent() {
-		// Barrier alignment and snapshots come with checkpointing; until
-		// then barriers pass unaligned and END_OF_PARTITION is counted by
-		// the gate.
-		if b.Event.Type == exchange.CheckpointBarrier {
-			t.log.Debug("checkpoint barrier reached the task", "checkpoint", b.Event.CheckpointID, "producer", b.Producer)
-		}
-		return nil
+		return t.onEvent(ctx, gate, b.Producer, b.Event)
 	}
 	return t.process(ctx, b.Records)
 }
 
 // inputMsg is one element of one of several gates. The gate's reader waits
-// for ack before reading on, because the records alias the gate's buffer.
+// for ack before reading on, because the records alias the gate's buffer
+// (and so that a barrier's channel is blocked before the gate reads on).
 type inputMsg struct {
-	b   exchange.Batch
-	err error
-	ack chan struct{}
+	gate int
+	b    exchange.Batch
+	err  error
+	ack  chan struct{}
 }
 
 // runGates merges several inputs: one reader goroutine per gate hands
@@ -509,7 +701,7 @@ func (t *task) runGates(ctx context.Context) error {
 		wg.Wait()
 	}()
 	msgs := make(chan inputMsg)
-	for _, g := range t.gates {
+	for gi, g := range t.gates {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -517,7 +709,7 @@ func (t *task) runGates(ctx context.Context) error {
 			for {
 				b, err := g.Next(rctx)
 				select {
-				case msgs <- inputMsg{b: b, err: err, ack: ack}:
+				case msgs <- inputMsg{gate: gi, b: b, err: err, ack: ack}:
 				case <-rctx.Done():
 					return
 				}
@@ -552,6 +744,10 @@ func (t *task) runGates(ctx context.Context) error {
 			if err := t.fireDueTimers(ctx); err != nil {
 				return err
 			}
+		case <-t.ctl.wake:
+			if err := t.serveControl(ctx, nil); err != nil {
+				return err
+			}
 		case m := <-msgs:
 			if m.err == io.EOF {
 				open--
@@ -560,7 +756,7 @@ func (t *task) runGates(ctx context.Context) error {
 			if m.err != nil {
 				return fmt.Errorf("task %s: %w", t.spec.ExecutionID, m.err)
 			}
-			if err := t.handle(ctx, m.b); err != nil {
+			if err := t.handle(ctx, m.gate, m.b); err != nil {
 				return err
 			}
 			m.ack <- struct{}{}
@@ -591,9 +787,46 @@ func (t *task) finish(ctx context.Context) error {
 	return nil
 }
 
+// finishCheckpoints ends checkpointing after the input ended: triggers
+// that arrive too late are declined, the file sink's last part is closed,
+// the queued uploads and answers finish, and the parts no completed
+// checkpoint covered are returned for the JobMaster's final commit.
+func (t *task) finishCheckpoints(ctx context.Context) ([]checkpoint.SinkPart, error) {
+	if t.alignID != 0 {
+		id := t.alignID
+		t.abandonAlignment()
+		if err := t.declineLater(ctx, id, fmt.Sprintf("task %s finished before barrier %d was aligned", t.spec.ExecutionID, id)); err != nil {
+			return nil, err
+		}
+	}
+	for _, tr := range t.ctl.close() {
+		if err := t.declineLater(ctx, tr.ID, fmt.Sprintf("task %s finished before it could take checkpoint %d", t.spec.ExecutionID, tr.ID)); err != nil {
+			return nil, err
+		}
+	}
+	upto := 0
+	if t.sink != nil {
+		upto = t.sink.closePart()
+	}
+	t.up.drain()
+	if t.sink == nil {
+		return nil, nil
+	}
+	if err := t.sink.upload(ctx, upto); err != nil {
+		return nil, fmt.Errorf("task %s: %w", t.spec.ExecutionID, err)
+	}
+	return t.sink.remaining(), nil
+}
+
 // cleanup releases everything, on every path. Writers that did not finish
 // abort their channels, so downstream tasks fail rather than wait.
 func (t *task) cleanup(ctx context.Context) {
+	// No upload may go on after Run returns.
+	t.up.abort()
+	t.ctl.close()
+	if t.alignCancel != nil {
+		t.alignCancel()
+	}
 	for _, w := range t.writers {
 		w.Close()
 	}

@@ -147,6 +147,109 @@ var fieldIDToName_FencingToken = map[int16]string{
 	3: "attempt",
 }
 
+type StateHandle struct {
+	Key           string `thrift:"key,1" frugal:"1,default,string" json:"key"`
+	Size          int64  `thrift:"size,2" frugal:"2,default,i64" json:"size"`
+	KeyGroupStart int32  `thrift:"key_group_start,3" frugal:"3,default,i32" json:"key_group_start"`
+	KeyGroupEnd   int32  `thrift:"key_group_end,4" frugal:"4,default,i32" json:"key_group_end"`
+}
+
+func NewStateHandle() *StateHandle {
+	return &StateHandle{}
+}
+
+func (p *StateHandle) InitDefault() {
+}
+
+func (p *StateHandle) GetKey() (v string) {
+	return p.Key
+}
+
+func (p *StateHandle) GetSize() (v int64) {
+	return p.Size
+}
+
+func (p *StateHandle) GetKeyGroupStart() (v int32) {
+	return p.KeyGroupStart
+}
+
+func (p *StateHandle) GetKeyGroupEnd() (v int32) {
+	return p.KeyGroupEnd
+}
+func (p *StateHandle) SetKey(val string) {
+	p.Key = val
+}
+func (p *StateHandle) SetSize(val int64) {
+	p.Size = val
+}
+func (p *StateHandle) SetKeyGroupStart(val int32) {
+	p.KeyGroupStart = val
+}
+func (p *StateHandle) SetKeyGroupEnd(val int32) {
+	p.KeyGroupEnd = val
+}
+
+func (p *StateHandle) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("StateHandle(%+v)", *p)
+}
+
+var fieldIDToName_StateHandle = map[int16]string{
+	1: "key",
+	2: "size",
+	3: "key_group_start",
+	4: "key_group_end",
+}
+
+type SinkPart struct {
+	Pending  string `thrift:"pending,1" frugal:"1,default,string" json:"pending"`
+	FinalKey string `thrift:"final_key,2" frugal:"2,default,string" json:"final_key"`
+	Size     int64  `thrift:"size,3" frugal:"3,default,i64" json:"size"`
+}
+
+func NewSinkPart() *SinkPart {
+	return &SinkPart{}
+}
+
+func (p *SinkPart) InitDefault() {
+}
+
+func (p *SinkPart) GetPending() (v string) {
+	return p.Pending
+}
+
+func (p *SinkPart) GetFinalKey() (v string) {
+	return p.FinalKey
+}
+
+func (p *SinkPart) GetSize() (v int64) {
+	return p.Size
+}
+func (p *SinkPart) SetPending(val string) {
+	p.Pending = val
+}
+func (p *SinkPart) SetFinalKey(val string) {
+	p.FinalKey = val
+}
+func (p *SinkPart) SetSize(val int64) {
+	p.Size = val
+}
+
+func (p *SinkPart) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("SinkPart(%+v)", *p)
+}
+
+var fieldIDToName_SinkPart = map[int16]string{
+	1: "pending",
+	2: "final_key",
+	3: "size",
+}
+
 type SluiceError struct {
 	Code    ErrorCode `thrift:"code,1" frugal:"1,default,ErrorCode" json:"code"`
 	Message string    `thrift:"message,2" frugal:"2,default,string" json:"message"`

@@ -76,11 +76,12 @@ var fieldIDToName_UploadModuleResponse = map[int16]string{
 }
 
 type SubmitJobRequest struct {
-	ModuleDigest string            `thrift:"module_digest,1" frugal:"1,default,string" json:"module_digest"`
-	Args_        []string          `thrift:"args,2" frugal:"2,default,list<string>" json:"args"`
-	Parallelism  int32             `thrift:"parallelism,3" frugal:"3,default,i32" json:"parallelism"`
-	Config       map[string]string `thrift:"config,4" frugal:"4,default,map<string:string>" json:"config"`
-	Name         *string           `thrift:"name,5,optional" frugal:"5,optional,string" json:"name,omitempty"`
+	ModuleDigest  string            `thrift:"module_digest,1" frugal:"1,default,string" json:"module_digest"`
+	Args_         []string          `thrift:"args,2" frugal:"2,default,list<string>" json:"args"`
+	Parallelism   int32             `thrift:"parallelism,3" frugal:"3,default,i32" json:"parallelism"`
+	Config        map[string]string `thrift:"config,4" frugal:"4,default,map<string:string>" json:"config"`
+	Name          *string           `thrift:"name,5,optional" frugal:"5,optional,string" json:"name,omitempty"`
+	FromSavepoint *string           `thrift:"from_savepoint,6,optional" frugal:"6,optional,string" json:"from_savepoint,omitempty"`
 }
 
 func NewSubmitJobRequest() *SubmitJobRequest {
@@ -114,6 +115,15 @@ func (p *SubmitJobRequest) GetName() (v string) {
 	}
 	return *p.Name
 }
+
+var SubmitJobRequest_FromSavepoint_DEFAULT string
+
+func (p *SubmitJobRequest) GetFromSavepoint() (v string) {
+	if !p.IsSetFromSavepoint() {
+		return SubmitJobRequest_FromSavepoint_DEFAULT
+	}
+	return *p.FromSavepoint
+}
 func (p *SubmitJobRequest) SetModuleDigest(val string) {
 	p.ModuleDigest = val
 }
@@ -129,9 +139,16 @@ func (p *SubmitJobRequest) SetConfig(val map[string]string) {
 func (p *SubmitJobRequest) SetName(val *string) {
 	p.Name = val
 }
+func (p *SubmitJobRequest) SetFromSavepoint(val *string) {
+	p.FromSavepoint = val
+}
 
 func (p *SubmitJobRequest) IsSetName() bool {
 	return p.Name != nil
+}
+
+func (p *SubmitJobRequest) IsSetFromSavepoint() bool {
+	return p.FromSavepoint != nil
 }
 
 func (p *SubmitJobRequest) String() string {
@@ -147,6 +164,7 @@ var fieldIDToName_SubmitJobRequest = map[int16]string{
 	3: "parallelism",
 	4: "config",
 	5: "name",
+	6: "from_savepoint",
 }
 
 type SubmitJobResponse struct {
@@ -736,6 +754,183 @@ var fieldIDToName_ClusterOverview = map[int16]string{
 	5: "tenant",
 }
 
+type CheckpointInfo struct {
+	Id          int64  `thrift:"id,1" frugal:"1,default,i64" json:"id"`
+	Savepoint   bool   `thrift:"savepoint,2" frugal:"2,default,bool" json:"savepoint"`
+	SavepointId string `thrift:"savepoint_id,3" frugal:"3,default,string" json:"savepoint_id"`
+	Status      string `thrift:"status,4" frugal:"4,default,string" json:"status"`
+	TriggeredMs int64  `thrift:"triggered_ms,5" frugal:"5,default,i64" json:"triggered_ms"`
+	DurationMs  int64  `thrift:"duration_ms,6" frugal:"6,default,i64" json:"duration_ms"`
+	Size        int64  `thrift:"size,7" frugal:"7,default,i64" json:"size"`
+	Reason      string `thrift:"reason,8" frugal:"8,default,string" json:"reason"`
+	Location    string `thrift:"location,9" frugal:"9,default,string" json:"location"`
+}
+
+func NewCheckpointInfo() *CheckpointInfo {
+	return &CheckpointInfo{}
+}
+
+func (p *CheckpointInfo) InitDefault() {
+}
+
+func (p *CheckpointInfo) GetId() (v int64) {
+	return p.Id
+}
+
+func (p *CheckpointInfo) GetSavepoint() (v bool) {
+	return p.Savepoint
+}
+
+func (p *CheckpointInfo) GetSavepointId() (v string) {
+	return p.SavepointId
+}
+
+func (p *CheckpointInfo) GetStatus() (v string) {
+	return p.Status
+}
+
+func (p *CheckpointInfo) GetTriggeredMs() (v int64) {
+	return p.TriggeredMs
+}
+
+func (p *CheckpointInfo) GetDurationMs() (v int64) {
+	return p.DurationMs
+}
+
+func (p *CheckpointInfo) GetSize() (v int64) {
+	return p.Size
+}
+
+func (p *CheckpointInfo) GetReason() (v string) {
+	return p.Reason
+}
+
+func (p *CheckpointInfo) GetLocation() (v string) {
+	return p.Location
+}
+func (p *CheckpointInfo) SetId(val int64) {
+	p.Id = val
+}
+func (p *CheckpointInfo) SetSavepoint(val bool) {
+	p.Savepoint = val
+}
+func (p *CheckpointInfo) SetSavepointId(val string) {
+	p.SavepointId = val
+}
+func (p *CheckpointInfo) SetStatus(val string) {
+	p.Status = val
+}
+func (p *CheckpointInfo) SetTriggeredMs(val int64) {
+	p.TriggeredMs = val
+}
+func (p *CheckpointInfo) SetDurationMs(val int64) {
+	p.DurationMs = val
+}
+func (p *CheckpointInfo) SetSize(val int64) {
+	p.Size = val
+}
+func (p *CheckpointInfo) SetReason(val string) {
+	p.Reason = val
+}
+func (p *CheckpointInfo) SetLocation(val string) {
+	p.Location = val
+}
+
+func (p *CheckpointInfo) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("CheckpointInfo(%+v)", *p)
+}
+
+var fieldIDToName_CheckpointInfo = map[int16]string{
+	1: "id",
+	2: "savepoint",
+	3: "savepoint_id",
+	4: "status",
+	5: "triggered_ms",
+	6: "duration_ms",
+	7: "size",
+	8: "reason",
+	9: "location",
+}
+
+type ListCheckpointsResponse struct {
+	Checkpoints []*CheckpointInfo `thrift:"checkpoints,1" frugal:"1,default,list<CheckpointInfo>" json:"checkpoints"`
+}
+
+func NewListCheckpointsResponse() *ListCheckpointsResponse {
+	return &ListCheckpointsResponse{}
+}
+
+func (p *ListCheckpointsResponse) InitDefault() {
+}
+
+func (p *ListCheckpointsResponse) GetCheckpoints() (v []*CheckpointInfo) {
+	return p.Checkpoints
+}
+func (p *ListCheckpointsResponse) SetCheckpoints(val []*CheckpointInfo) {
+	p.Checkpoints = val
+}
+
+func (p *ListCheckpointsResponse) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("ListCheckpointsResponse(%+v)", *p)
+}
+
+var fieldIDToName_ListCheckpointsResponse = map[int16]string{
+	1: "checkpoints",
+}
+
+type SavepointRequest struct {
+	JobId     string `thrift:"job_id,1" frugal:"1,default,string" json:"job_id"`
+	Stop      bool   `thrift:"stop,2" frugal:"2,default,bool" json:"stop"`
+	TimeoutMs int64  `thrift:"timeout_ms,3" frugal:"3,default,i64" json:"timeout_ms"`
+}
+
+func NewSavepointRequest() *SavepointRequest {
+	return &SavepointRequest{}
+}
+
+func (p *SavepointRequest) InitDefault() {
+}
+
+func (p *SavepointRequest) GetJobId() (v string) {
+	return p.JobId
+}
+
+func (p *SavepointRequest) GetStop() (v bool) {
+	return p.Stop
+}
+
+func (p *SavepointRequest) GetTimeoutMs() (v int64) {
+	return p.TimeoutMs
+}
+func (p *SavepointRequest) SetJobId(val string) {
+	p.JobId = val
+}
+func (p *SavepointRequest) SetStop(val bool) {
+	p.Stop = val
+}
+func (p *SavepointRequest) SetTimeoutMs(val int64) {
+	p.TimeoutMs = val
+}
+
+func (p *SavepointRequest) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("SavepointRequest(%+v)", *p)
+}
+
+var fieldIDToName_SavepointRequest = map[int16]string{
+	1: "job_id",
+	2: "stop",
+	3: "timeout_ms",
+}
+
 type Dispatcher interface {
 	UploadModule(ctx context.Context, req *UploadModuleRequest) (r *UploadModuleResponse, err error)
 
@@ -750,6 +945,12 @@ type Dispatcher interface {
 	WaitJob(ctx context.Context, req *WaitJobRequest) (r *JobResult_, err error)
 
 	Overview(ctx context.Context) (r *ClusterOverview, err error)
+
+	TriggerSavepoint(ctx context.Context, req *SavepointRequest) (r *CheckpointInfo, err error)
+
+	ListCheckpoints(ctx context.Context, jobId string) (r *ListCheckpointsResponse, err error)
+
+	DisposeSavepoint(ctx context.Context, savepointId string) (err error)
 }
 
 type DispatcherUploadModuleArgs struct {
@@ -1333,6 +1534,252 @@ func (p *DispatcherOverviewResult) String() string {
 
 var fieldIDToName_DispatcherOverviewResult = map[int16]string{
 	0: "success",
+	1: "err",
+}
+
+type DispatcherTriggerSavepointArgs struct {
+	Req *SavepointRequest `thrift:"req,1" frugal:"1,default,SavepointRequest" json:"req"`
+}
+
+func NewDispatcherTriggerSavepointArgs() *DispatcherTriggerSavepointArgs {
+	return &DispatcherTriggerSavepointArgs{}
+}
+
+func (p *DispatcherTriggerSavepointArgs) InitDefault() {
+}
+
+var DispatcherTriggerSavepointArgs_Req_DEFAULT *SavepointRequest
+
+func (p *DispatcherTriggerSavepointArgs) GetReq() (v *SavepointRequest) {
+	if !p.IsSetReq() {
+		return DispatcherTriggerSavepointArgs_Req_DEFAULT
+	}
+	return p.Req
+}
+func (p *DispatcherTriggerSavepointArgs) SetReq(val *SavepointRequest) {
+	p.Req = val
+}
+
+func (p *DispatcherTriggerSavepointArgs) IsSetReq() bool {
+	return p.Req != nil
+}
+
+func (p *DispatcherTriggerSavepointArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("DispatcherTriggerSavepointArgs(%+v)", *p)
+}
+
+var fieldIDToName_DispatcherTriggerSavepointArgs = map[int16]string{
+	1: "req",
+}
+
+type DispatcherTriggerSavepointResult struct {
+	Success *CheckpointInfo     `thrift:"success,0,optional" frugal:"0,optional,CheckpointInfo" json:"success,omitempty"`
+	Err     *common.SluiceError `thrift:"err,1,optional" frugal:"1,optional,common.SluiceError" json:"err,omitempty"`
+}
+
+func NewDispatcherTriggerSavepointResult() *DispatcherTriggerSavepointResult {
+	return &DispatcherTriggerSavepointResult{}
+}
+
+func (p *DispatcherTriggerSavepointResult) InitDefault() {
+}
+
+var DispatcherTriggerSavepointResult_Success_DEFAULT *CheckpointInfo
+
+func (p *DispatcherTriggerSavepointResult) GetSuccess() (v *CheckpointInfo) {
+	if !p.IsSetSuccess() {
+		return DispatcherTriggerSavepointResult_Success_DEFAULT
+	}
+	return p.Success
+}
+
+var DispatcherTriggerSavepointResult_Err_DEFAULT *common.SluiceError
+
+func (p *DispatcherTriggerSavepointResult) GetErr() (v *common.SluiceError) {
+	if !p.IsSetErr() {
+		return DispatcherTriggerSavepointResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *DispatcherTriggerSavepointResult) SetSuccess(x interface{}) {
+	p.Success = x.(*CheckpointInfo)
+}
+func (p *DispatcherTriggerSavepointResult) SetErr(val *common.SluiceError) {
+	p.Err = val
+}
+
+func (p *DispatcherTriggerSavepointResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *DispatcherTriggerSavepointResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *DispatcherTriggerSavepointResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("DispatcherTriggerSavepointResult(%+v)", *p)
+}
+
+var fieldIDToName_DispatcherTriggerSavepointResult = map[int16]string{
+	0: "success",
+	1: "err",
+}
+
+type DispatcherListCheckpointsArgs struct {
+	JobId string `thrift:"job_id,1" frugal:"1,default,string" json:"job_id"`
+}
+
+func NewDispatcherListCheckpointsArgs() *DispatcherListCheckpointsArgs {
+	return &DispatcherListCheckpointsArgs{}
+}
+
+func (p *DispatcherListCheckpointsArgs) InitDefault() {
+}
+
+func (p *DispatcherListCheckpointsArgs) GetJobId() (v string) {
+	return p.JobId
+}
+func (p *DispatcherListCheckpointsArgs) SetJobId(val string) {
+	p.JobId = val
+}
+
+func (p *DispatcherListCheckpointsArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("DispatcherListCheckpointsArgs(%+v)", *p)
+}
+
+var fieldIDToName_DispatcherListCheckpointsArgs = map[int16]string{
+	1: "job_id",
+}
+
+type DispatcherListCheckpointsResult struct {
+	Success *ListCheckpointsResponse `thrift:"success,0,optional" frugal:"0,optional,ListCheckpointsResponse" json:"success,omitempty"`
+	Err     *common.SluiceError      `thrift:"err,1,optional" frugal:"1,optional,common.SluiceError" json:"err,omitempty"`
+}
+
+func NewDispatcherListCheckpointsResult() *DispatcherListCheckpointsResult {
+	return &DispatcherListCheckpointsResult{}
+}
+
+func (p *DispatcherListCheckpointsResult) InitDefault() {
+}
+
+var DispatcherListCheckpointsResult_Success_DEFAULT *ListCheckpointsResponse
+
+func (p *DispatcherListCheckpointsResult) GetSuccess() (v *ListCheckpointsResponse) {
+	if !p.IsSetSuccess() {
+		return DispatcherListCheckpointsResult_Success_DEFAULT
+	}
+	return p.Success
+}
+
+var DispatcherListCheckpointsResult_Err_DEFAULT *common.SluiceError
+
+func (p *DispatcherListCheckpointsResult) GetErr() (v *common.SluiceError) {
+	if !p.IsSetErr() {
+		return DispatcherListCheckpointsResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *DispatcherListCheckpointsResult) SetSuccess(x interface{}) {
+	p.Success = x.(*ListCheckpointsResponse)
+}
+func (p *DispatcherListCheckpointsResult) SetErr(val *common.SluiceError) {
+	p.Err = val
+}
+
+func (p *DispatcherListCheckpointsResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *DispatcherListCheckpointsResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *DispatcherListCheckpointsResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("DispatcherListCheckpointsResult(%+v)", *p)
+}
+
+var fieldIDToName_DispatcherListCheckpointsResult = map[int16]string{
+	0: "success",
+	1: "err",
+}
+
+type DispatcherDisposeSavepointArgs struct {
+	SavepointId string `thrift:"savepoint_id,1" frugal:"1,default,string" json:"savepoint_id"`
+}
+
+func NewDispatcherDisposeSavepointArgs() *DispatcherDisposeSavepointArgs {
+	return &DispatcherDisposeSavepointArgs{}
+}
+
+func (p *DispatcherDisposeSavepointArgs) InitDefault() {
+}
+
+func (p *DispatcherDisposeSavepointArgs) GetSavepointId() (v string) {
+	return p.SavepointId
+}
+func (p *DispatcherDisposeSavepointArgs) SetSavepointId(val string) {
+	p.SavepointId = val
+}
+
+func (p *DispatcherDisposeSavepointArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("DispatcherDisposeSavepointArgs(%+v)", *p)
+}
+
+var fieldIDToName_DispatcherDisposeSavepointArgs = map[int16]string{
+	1: "savepoint_id",
+}
+
+type DispatcherDisposeSavepointResult struct {
+	Err *common.SluiceError `thrift:"err,1,optional" frugal:"1,optional,common.SluiceError" json:"err,omitempty"`
+}
+
+func NewDispatcherDisposeSavepointResult() *DispatcherDisposeSavepointResult {
+	return &DispatcherDisposeSavepointResult{}
+}
+
+func (p *DispatcherDisposeSavepointResult) InitDefault() {
+}
+
+var DispatcherDisposeSavepointResult_Err_DEFAULT *common.SluiceError
+
+func (p *DispatcherDisposeSavepointResult) GetErr() (v *common.SluiceError) {
+	if !p.IsSetErr() {
+		return DispatcherDisposeSavepointResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *DispatcherDisposeSavepointResult) SetErr(val *common.SluiceError) {
+	p.Err = val
+}
+
+func (p *DispatcherDisposeSavepointResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *DispatcherDisposeSavepointResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("DispatcherDisposeSavepointResult(%+v)", *p)
+}
+
+var fieldIDToName_DispatcherDisposeSavepointResult = map[int16]string{
 	1: "err",
 }
 

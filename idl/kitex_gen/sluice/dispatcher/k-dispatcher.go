@@ -81,3 +81,27 @@ func (p *DispatcherOverviewArgs) GetFirstArgument() interface{} {
 func (p *DispatcherOverviewResult) GetResult() interface{} {
 	return p.Success
 }
+
+func (p *DispatcherTriggerSavepointArgs) GetFirstArgument() interface{} {
+	return p.Req
+}
+
+func (p *DispatcherTriggerSavepointResult) GetResult() interface{} {
+	return p.Success
+}
+
+func (p *DispatcherListCheckpointsArgs) GetFirstArgument() interface{} {
+	return p.JobId
+}
+
+func (p *DispatcherListCheckpointsResult) GetResult() interface{} {
+	return p.Success
+}
+
+func (p *DispatcherDisposeSavepointArgs) GetFirstArgument() interface{} {
+	return p.SavepointId
+}
+
+func (p *DispatcherDisposeSavepointResult) GetResult() interface{} {
+	return nil
+}

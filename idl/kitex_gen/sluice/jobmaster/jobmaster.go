@@ -15,6 +15,7 @@ type TaskStateUpdate struct {
 	Failure      string               `thrift:"failure,4" frugal:"4,default,string" json:"failure"`
 	Accumulators map[string]int64     `thrift:"accumulators,5" frugal:"5,default,map<string:i64>" json:"accumulators"`
 	Collected    [][]byte             `thrift:"collected,6" frugal:"6,default,list<binary>" json:"collected"`
+	SinkParts    []*common.SinkPart   `thrift:"sink_parts,7" frugal:"7,default,list<common.SinkPart>" json:"sink_parts"`
 }
 
 func NewTaskStateUpdate() *TaskStateUpdate {
@@ -52,6 +53,10 @@ func (p *TaskStateUpdate) GetAccumulators() (v map[string]int64) {
 func (p *TaskStateUpdate) GetCollected() (v [][]byte) {
 	return p.Collected
 }
+
+func (p *TaskStateUpdate) GetSinkParts() (v []*common.SinkPart) {
+	return p.SinkParts
+}
 func (p *TaskStateUpdate) SetFencing(val *common.FencingToken) {
 	p.Fencing = val
 }
@@ -69,6 +74,9 @@ func (p *TaskStateUpdate) SetAccumulators(val map[string]int64) {
 }
 func (p *TaskStateUpdate) SetCollected(val [][]byte) {
 	p.Collected = val
+}
+func (p *TaskStateUpdate) SetSinkParts(val []*common.SinkPart) {
+	p.SinkParts = val
 }
 
 func (p *TaskStateUpdate) IsSetFencing() bool {
@@ -89,6 +97,220 @@ var fieldIDToName_TaskStateUpdate = map[int16]string{
 	4: "failure",
 	5: "accumulators",
 	6: "collected",
+	7: "sink_parts",
+}
+
+type SourcePosition struct {
+	Finished []string    `thrift:"finished,1" frugal:"1,default,list<string>" json:"finished"`
+	Current  *InputSplit `thrift:"current,2,optional" frugal:"2,optional,InputSplit" json:"current,omitempty"`
+}
+
+func NewSourcePosition() *SourcePosition {
+	return &SourcePosition{}
+}
+
+func (p *SourcePosition) InitDefault() {
+}
+
+func (p *SourcePosition) GetFinished() (v []string) {
+	return p.Finished
+}
+
+var SourcePosition_Current_DEFAULT *InputSplit
+
+func (p *SourcePosition) GetCurrent() (v *InputSplit) {
+	if !p.IsSetCurrent() {
+		return SourcePosition_Current_DEFAULT
+	}
+	return p.Current
+}
+func (p *SourcePosition) SetFinished(val []string) {
+	p.Finished = val
+}
+func (p *SourcePosition) SetCurrent(val *InputSplit) {
+	p.Current = val
+}
+
+func (p *SourcePosition) IsSetCurrent() bool {
+	return p.Current != nil
+}
+
+func (p *SourcePosition) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("SourcePosition(%+v)", *p)
+}
+
+var fieldIDToName_SourcePosition = map[int16]string{
+	1: "finished",
+	2: "current",
+}
+
+type AcknowledgeCheckpointRequest struct {
+	Fencing      *common.FencingToken `thrift:"fencing,1" frugal:"1,default,common.FencingToken" json:"fencing"`
+	ExecutionId  string               `thrift:"execution_id,2" frugal:"2,default,string" json:"execution_id"`
+	CheckpointId int64                `thrift:"checkpoint_id,3" frugal:"3,default,i64" json:"checkpoint_id"`
+	State        *common.StateHandle  `thrift:"state,4,optional" frugal:"4,optional,common.StateHandle" json:"state,omitempty"`
+	Source       *SourcePosition      `thrift:"source,5,optional" frugal:"5,optional,SourcePosition" json:"source,omitempty"`
+	SinkParts    []*common.SinkPart   `thrift:"sink_parts,6" frugal:"6,default,list<common.SinkPart>" json:"sink_parts"`
+}
+
+func NewAcknowledgeCheckpointRequest() *AcknowledgeCheckpointRequest {
+	return &AcknowledgeCheckpointRequest{}
+}
+
+func (p *AcknowledgeCheckpointRequest) InitDefault() {
+}
+
+var AcknowledgeCheckpointRequest_Fencing_DEFAULT *common.FencingToken
+
+func (p *AcknowledgeCheckpointRequest) GetFencing() (v *common.FencingToken) {
+	if !p.IsSetFencing() {
+		return AcknowledgeCheckpointRequest_Fencing_DEFAULT
+	}
+	return p.Fencing
+}
+
+func (p *AcknowledgeCheckpointRequest) GetExecutionId() (v string) {
+	return p.ExecutionId
+}
+
+func (p *AcknowledgeCheckpointRequest) GetCheckpointId() (v int64) {
+	return p.CheckpointId
+}
+
+var AcknowledgeCheckpointRequest_State_DEFAULT *common.StateHandle
+
+func (p *AcknowledgeCheckpointRequest) GetState() (v *common.StateHandle) {
+	if !p.IsSetState() {
+		return AcknowledgeCheckpointRequest_State_DEFAULT
+	}
+	return p.State
+}
+
+var AcknowledgeCheckpointRequest_Source_DEFAULT *SourcePosition
+
+func (p *AcknowledgeCheckpointRequest) GetSource() (v *SourcePosition) {
+	if !p.IsSetSource() {
+		return AcknowledgeCheckpointRequest_Source_DEFAULT
+	}
+	return p.Source
+}
+
+func (p *AcknowledgeCheckpointRequest) GetSinkParts() (v []*common.SinkPart) {
+	return p.SinkParts
+}
+func (p *AcknowledgeCheckpointRequest) SetFencing(val *common.FencingToken) {
+	p.Fencing = val
+}
+func (p *AcknowledgeCheckpointRequest) SetExecutionId(val string) {
+	p.ExecutionId = val
+}
+func (p *AcknowledgeCheckpointRequest) SetCheckpointId(val int64) {
+	p.CheckpointId = val
+}
+func (p *AcknowledgeCheckpointRequest) SetState(val *common.StateHandle) {
+	p.State = val
+}
+func (p *AcknowledgeCheckpointRequest) SetSource(val *SourcePosition) {
+	p.Source = val
+}
+func (p *AcknowledgeCheckpointRequest) SetSinkParts(val []*common.SinkPart) {
+	p.SinkParts = val
+}
+
+func (p *AcknowledgeCheckpointRequest) IsSetFencing() bool {
+	return p.Fencing != nil
+}
+
+func (p *AcknowledgeCheckpointRequest) IsSetState() bool {
+	return p.State != nil
+}
+
+func (p *AcknowledgeCheckpointRequest) IsSetSource() bool {
+	return p.Source != nil
+}
+
+func (p *AcknowledgeCheckpointRequest) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("AcknowledgeCheckpointRequest(%+v)", *p)
+}
+
+var fieldIDToName_AcknowledgeCheckpointRequest = map[int16]string{
+	1: "fencing",
+	2: "execution_id",
+	3: "checkpoint_id",
+	4: "state",
+	5: "source",
+	6: "sink_parts",
+}
+
+type DeclineCheckpointRequest struct {
+	Fencing      *common.FencingToken `thrift:"fencing,1" frugal:"1,default,common.FencingToken" json:"fencing"`
+	ExecutionId  string               `thrift:"execution_id,2" frugal:"2,default,string" json:"execution_id"`
+	CheckpointId int64                `thrift:"checkpoint_id,3" frugal:"3,default,i64" json:"checkpoint_id"`
+	Reason       string               `thrift:"reason,4" frugal:"4,default,string" json:"reason"`
+}
+
+func NewDeclineCheckpointRequest() *DeclineCheckpointRequest {
+	return &DeclineCheckpointRequest{}
+}
+
+func (p *DeclineCheckpointRequest) InitDefault() {
+}
+
+var DeclineCheckpointRequest_Fencing_DEFAULT *common.FencingToken
+
+func (p *DeclineCheckpointRequest) GetFencing() (v *common.FencingToken) {
+	if !p.IsSetFencing() {
+		return DeclineCheckpointRequest_Fencing_DEFAULT
+	}
+	return p.Fencing
+}
+
+func (p *DeclineCheckpointRequest) GetExecutionId() (v string) {
+	return p.ExecutionId
+}
+
+func (p *DeclineCheckpointRequest) GetCheckpointId() (v int64) {
+	return p.CheckpointId
+}
+
+func (p *DeclineCheckpointRequest) GetReason() (v string) {
+	return p.Reason
+}
+func (p *DeclineCheckpointRequest) SetFencing(val *common.FencingToken) {
+	p.Fencing = val
+}
+func (p *DeclineCheckpointRequest) SetExecutionId(val string) {
+	p.ExecutionId = val
+}
+func (p *DeclineCheckpointRequest) SetCheckpointId(val int64) {
+	p.CheckpointId = val
+}
+func (p *DeclineCheckpointRequest) SetReason(val string) {
+	p.Reason = val
+}
+
+func (p *DeclineCheckpointRequest) IsSetFencing() bool {
+	return p.Fencing != nil
+}
+
+func (p *DeclineCheckpointRequest) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("DeclineCheckpointRequest(%+v)", *p)
+}
+
+var fieldIDToName_DeclineCheckpointRequest = map[int16]string{
+	1: "fencing",
+	2: "execution_id",
+	3: "checkpoint_id",
+	4: "reason",
 }
 
 type NextSplitRequest struct {
@@ -254,6 +476,10 @@ type JobMaster interface {
 	UpdateTaskState(ctx context.Context, req *TaskStateUpdate) (err error)
 
 	RequestNextSplit(ctx context.Context, req *NextSplitRequest) (r *NextSplitResponse, err error)
+
+	AcknowledgeCheckpoint(ctx context.Context, req *AcknowledgeCheckpointRequest) (err error)
+
+	DeclineCheckpoint(ctx context.Context, req *DeclineCheckpointRequest) (err error)
 }
 
 type JobMasterUpdateTaskStateArgs struct {
@@ -423,6 +649,158 @@ func (p *JobMasterRequestNextSplitResult) String() string {
 
 var fieldIDToName_JobMasterRequestNextSplitResult = map[int16]string{
 	0: "success",
+	1: "err",
+}
+
+type JobMasterAcknowledgeCheckpointArgs struct {
+	Req *AcknowledgeCheckpointRequest `thrift:"req,1" frugal:"1,default,AcknowledgeCheckpointRequest" json:"req"`
+}
+
+func NewJobMasterAcknowledgeCheckpointArgs() *JobMasterAcknowledgeCheckpointArgs {
+	return &JobMasterAcknowledgeCheckpointArgs{}
+}
+
+func (p *JobMasterAcknowledgeCheckpointArgs) InitDefault() {
+}
+
+var JobMasterAcknowledgeCheckpointArgs_Req_DEFAULT *AcknowledgeCheckpointRequest
+
+func (p *JobMasterAcknowledgeCheckpointArgs) GetReq() (v *AcknowledgeCheckpointRequest) {
+	if !p.IsSetReq() {
+		return JobMasterAcknowledgeCheckpointArgs_Req_DEFAULT
+	}
+	return p.Req
+}
+func (p *JobMasterAcknowledgeCheckpointArgs) SetReq(val *AcknowledgeCheckpointRequest) {
+	p.Req = val
+}
+
+func (p *JobMasterAcknowledgeCheckpointArgs) IsSetReq() bool {
+	return p.Req != nil
+}
+
+func (p *JobMasterAcknowledgeCheckpointArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("JobMasterAcknowledgeCheckpointArgs(%+v)", *p)
+}
+
+var fieldIDToName_JobMasterAcknowledgeCheckpointArgs = map[int16]string{
+	1: "req",
+}
+
+type JobMasterAcknowledgeCheckpointResult struct {
+	Err *common.SluiceError `thrift:"err,1,optional" frugal:"1,optional,common.SluiceError" json:"err,omitempty"`
+}
+
+func NewJobMasterAcknowledgeCheckpointResult() *JobMasterAcknowledgeCheckpointResult {
+	return &JobMasterAcknowledgeCheckpointResult{}
+}
+
+func (p *JobMasterAcknowledgeCheckpointResult) InitDefault() {
+}
+
+var JobMasterAcknowledgeCheckpointResult_Err_DEFAULT *common.SluiceError
+
+func (p *JobMasterAcknowledgeCheckpointResult) GetErr() (v *common.SluiceError) {
+	if !p.IsSetErr() {
+		return JobMasterAcknowledgeCheckpointResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *JobMasterAcknowledgeCheckpointResult) SetErr(val *common.SluiceError) {
+	p.Err = val
+}
+
+func (p *JobMasterAcknowledgeCheckpointResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *JobMasterAcknowledgeCheckpointResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("JobMasterAcknowledgeCheckpointResult(%+v)", *p)
+}
+
+var fieldIDToName_JobMasterAcknowledgeCheckpointResult = map[int16]string{
+	1: "err",
+}
+
+type JobMasterDeclineCheckpointArgs struct {
+	Req *DeclineCheckpointRequest `thrift:"req,1" frugal:"1,default,DeclineCheckpointRequest" json:"req"`
+}
+
+func NewJobMasterDeclineCheckpointArgs() *JobMasterDeclineCheckpointArgs {
+	return &JobMasterDeclineCheckpointArgs{}
+}
+
+func (p *JobMasterDeclineCheckpointArgs) InitDefault() {
+}
+
+var JobMasterDeclineCheckpointArgs_Req_DEFAULT *DeclineCheckpointRequest
+
+func (p *JobMasterDeclineCheckpointArgs) GetReq() (v *DeclineCheckpointRequest) {
+	if !p.IsSetReq() {
+		return JobMasterDeclineCheckpointArgs_Req_DEFAULT
+	}
+	return p.Req
+}
+func (p *JobMasterDeclineCheckpointArgs) SetReq(val *DeclineCheckpointRequest) {
+	p.Req = val
+}
+
+func (p *JobMasterDeclineCheckpointArgs) IsSetReq() bool {
+	return p.Req != nil
+}
+
+func (p *JobMasterDeclineCheckpointArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("JobMasterDeclineCheckpointArgs(%+v)", *p)
+}
+
+var fieldIDToName_JobMasterDeclineCheckpointArgs = map[int16]string{
+	1: "req",
+}
+
+type JobMasterDeclineCheckpointResult struct {
+	Err *common.SluiceError `thrift:"err,1,optional" frugal:"1,optional,common.SluiceError" json:"err,omitempty"`
+}
+
+func NewJobMasterDeclineCheckpointResult() *JobMasterDeclineCheckpointResult {
+	return &JobMasterDeclineCheckpointResult{}
+}
+
+func (p *JobMasterDeclineCheckpointResult) InitDefault() {
+}
+
+var JobMasterDeclineCheckpointResult_Err_DEFAULT *common.SluiceError
+
+func (p *JobMasterDeclineCheckpointResult) GetErr() (v *common.SluiceError) {
+	if !p.IsSetErr() {
+		return JobMasterDeclineCheckpointResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *JobMasterDeclineCheckpointResult) SetErr(val *common.SluiceError) {
+	p.Err = val
+}
+
+func (p *JobMasterDeclineCheckpointResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *JobMasterDeclineCheckpointResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("JobMasterDeclineCheckpointResult(%+v)", *p)
+}
+
+var fieldIDToName_JobMasterDeclineCheckpointResult = map[int16]string{
 	1: "err",
 }
 

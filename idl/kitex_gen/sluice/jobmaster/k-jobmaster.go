@@ -41,3 +41,19 @@ func (p *JobMasterRequestNextSplitArgs) GetFirstArgument() interface{} {
 func (p *JobMasterRequestNextSplitResult) GetResult() interface{} {
 	return p.Success
 }
+
+func (p *JobMasterAcknowledgeCheckpointArgs) GetFirstArgument() interface{} {
+	return p.Req
+}
+
+func (p *JobMasterAcknowledgeCheckpointResult) GetResult() interface{} {
+	return nil
+}
+
+func (p *JobMasterDeclineCheckpointArgs) GetFirstArgument() interface{} {
+	return p.Req
+}
+
+func (p *JobMasterDeclineCheckpointResult) GetResult() interface{} {
+	return nil
+}

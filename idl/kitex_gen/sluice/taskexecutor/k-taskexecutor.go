@@ -49,3 +49,19 @@ func (p *TaskExecutorFreeSlotArgs) GetFirstArgument() interface{} {
 func (p *TaskExecutorFreeSlotResult) GetResult() interface{} {
 	return nil
 }
+
+func (p *TaskExecutorTriggerCheckpointArgs) GetFirstArgument() interface{} {
+	return p.Req
+}
+
+func (p *TaskExecutorTriggerCheckpointResult) GetResult() interface{} {
+	return nil
+}
+
+func (p *TaskExecutorNotifyCheckpointArgs) GetFirstArgument() interface{} {
+	return p.Req
+}
+
+func (p *TaskExecutorNotifyCheckpointResult) GetResult() interface{} {
+	return nil
+}

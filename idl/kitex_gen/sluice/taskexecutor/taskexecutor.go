@@ -112,6 +112,7 @@ type TaskDeployment struct {
 	MemoryLimitBytes *int64               `thrift:"memory_limit_bytes,16,optional" frugal:"16,optional,i64" json:"memory_limit_bytes,omitempty"`
 	CallTimeoutMs    *int64               `thrift:"call_timeout_ms,17,optional" frugal:"17,optional,i64" json:"call_timeout_ms,omitempty"`
 	MaxStateBytes    *int64               `thrift:"max_state_bytes,18,optional" frugal:"18,optional,i64" json:"max_state_bytes,omitempty"`
+	Restore          *TaskRestore         `thrift:"restore,19,optional" frugal:"19,optional,TaskRestore" json:"restore,omitempty"`
 }
 
 func NewTaskDeployment() *TaskDeployment {
@@ -212,6 +213,15 @@ func (p *TaskDeployment) GetMaxStateBytes() (v int64) {
 	}
 	return *p.MaxStateBytes
 }
+
+var TaskDeployment_Restore_DEFAULT *TaskRestore
+
+func (p *TaskDeployment) GetRestore() (v *TaskRestore) {
+	if !p.IsSetRestore() {
+		return TaskDeployment_Restore_DEFAULT
+	}
+	return p.Restore
+}
 func (p *TaskDeployment) SetFencing(val *common.FencingToken) {
 	p.Fencing = val
 }
@@ -266,6 +276,9 @@ func (p *TaskDeployment) SetCallTimeoutMs(val *int64) {
 func (p *TaskDeployment) SetMaxStateBytes(val *int64) {
 	p.MaxStateBytes = val
 }
+func (p *TaskDeployment) SetRestore(val *TaskRestore) {
+	p.Restore = val
+}
 
 func (p *TaskDeployment) IsSetFencing() bool {
 	return p.Fencing != nil
@@ -281,6 +294,10 @@ func (p *TaskDeployment) IsSetCallTimeoutMs() bool {
 
 func (p *TaskDeployment) IsSetMaxStateBytes() bool {
 	return p.MaxStateBytes != nil
+}
+
+func (p *TaskDeployment) IsSetRestore() bool {
+	return p.Restore != nil
 }
 
 func (p *TaskDeployment) String() string {
@@ -309,6 +326,193 @@ var fieldIDToName_TaskDeployment = map[int16]string{
 	16: "memory_limit_bytes",
 	17: "call_timeout_ms",
 	18: "max_state_bytes",
+	19: "restore",
+}
+
+type TaskRestore struct {
+	CheckpointId int64                 `thrift:"checkpoint_id,1" frugal:"1,default,i64" json:"checkpoint_id"`
+	States       []*common.StateHandle `thrift:"states,2" frugal:"2,default,list<common.StateHandle>" json:"states"`
+}
+
+func NewTaskRestore() *TaskRestore {
+	return &TaskRestore{}
+}
+
+func (p *TaskRestore) InitDefault() {
+}
+
+func (p *TaskRestore) GetCheckpointId() (v int64) {
+	return p.CheckpointId
+}
+
+func (p *TaskRestore) GetStates() (v []*common.StateHandle) {
+	return p.States
+}
+func (p *TaskRestore) SetCheckpointId(val int64) {
+	p.CheckpointId = val
+}
+func (p *TaskRestore) SetStates(val []*common.StateHandle) {
+	p.States = val
+}
+
+func (p *TaskRestore) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TaskRestore(%+v)", *p)
+}
+
+var fieldIDToName_TaskRestore = map[int16]string{
+	1: "checkpoint_id",
+	2: "states",
+}
+
+type TriggerCheckpointRequest struct {
+	Fencing      *common.FencingToken `thrift:"fencing,1" frugal:"1,default,common.FencingToken" json:"fencing"`
+	ExecutionId  string               `thrift:"execution_id,2" frugal:"2,default,string" json:"execution_id"`
+	CheckpointId int64                `thrift:"checkpoint_id,3" frugal:"3,default,i64" json:"checkpoint_id"`
+	TimestampMs  int64                `thrift:"timestamp_ms,4" frugal:"4,default,i64" json:"timestamp_ms"`
+	Savepoint    bool                 `thrift:"savepoint,5" frugal:"5,default,bool" json:"savepoint"`
+	Stop         bool                 `thrift:"stop,6" frugal:"6,default,bool" json:"stop"`
+}
+
+func NewTriggerCheckpointRequest() *TriggerCheckpointRequest {
+	return &TriggerCheckpointRequest{}
+}
+
+func (p *TriggerCheckpointRequest) InitDefault() {
+}
+
+var TriggerCheckpointRequest_Fencing_DEFAULT *common.FencingToken
+
+func (p *TriggerCheckpointRequest) GetFencing() (v *common.FencingToken) {
+	if !p.IsSetFencing() {
+		return TriggerCheckpointRequest_Fencing_DEFAULT
+	}
+	return p.Fencing
+}
+
+func (p *TriggerCheckpointRequest) GetExecutionId() (v string) {
+	return p.ExecutionId
+}
+
+func (p *TriggerCheckpointRequest) GetCheckpointId() (v int64) {
+	return p.CheckpointId
+}
+
+func (p *TriggerCheckpointRequest) GetTimestampMs() (v int64) {
+	return p.TimestampMs
+}
+
+func (p *TriggerCheckpointRequest) GetSavepoint() (v bool) {
+	return p.Savepoint
+}
+
+func (p *TriggerCheckpointRequest) GetStop() (v bool) {
+	return p.Stop
+}
+func (p *TriggerCheckpointRequest) SetFencing(val *common.FencingToken) {
+	p.Fencing = val
+}
+func (p *TriggerCheckpointRequest) SetExecutionId(val string) {
+	p.ExecutionId = val
+}
+func (p *TriggerCheckpointRequest) SetCheckpointId(val int64) {
+	p.CheckpointId = val
+}
+func (p *TriggerCheckpointRequest) SetTimestampMs(val int64) {
+	p.TimestampMs = val
+}
+func (p *TriggerCheckpointRequest) SetSavepoint(val bool) {
+	p.Savepoint = val
+}
+func (p *TriggerCheckpointRequest) SetStop(val bool) {
+	p.Stop = val
+}
+
+func (p *TriggerCheckpointRequest) IsSetFencing() bool {
+	return p.Fencing != nil
+}
+
+func (p *TriggerCheckpointRequest) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TriggerCheckpointRequest(%+v)", *p)
+}
+
+var fieldIDToName_TriggerCheckpointRequest = map[int16]string{
+	1: "fencing",
+	2: "execution_id",
+	3: "checkpoint_id",
+	4: "timestamp_ms",
+	5: "savepoint",
+	6: "stop",
+}
+
+type NotifyCheckpointRequest struct {
+	Fencing      *common.FencingToken `thrift:"fencing,1" frugal:"1,default,common.FencingToken" json:"fencing"`
+	ExecutionId  string               `thrift:"execution_id,2" frugal:"2,default,string" json:"execution_id"`
+	CheckpointId int64                `thrift:"checkpoint_id,3" frugal:"3,default,i64" json:"checkpoint_id"`
+	Completed    bool                 `thrift:"completed,4" frugal:"4,default,bool" json:"completed"`
+}
+
+func NewNotifyCheckpointRequest() *NotifyCheckpointRequest {
+	return &NotifyCheckpointRequest{}
+}
+
+func (p *NotifyCheckpointRequest) InitDefault() {
+}
+
+var NotifyCheckpointRequest_Fencing_DEFAULT *common.FencingToken
+
+func (p *NotifyCheckpointRequest) GetFencing() (v *common.FencingToken) {
+	if !p.IsSetFencing() {
+		return NotifyCheckpointRequest_Fencing_DEFAULT
+	}
+	return p.Fencing
+}
+
+func (p *NotifyCheckpointRequest) GetExecutionId() (v string) {
+	return p.ExecutionId
+}
+
+func (p *NotifyCheckpointRequest) GetCheckpointId() (v int64) {
+	return p.CheckpointId
+}
+
+func (p *NotifyCheckpointRequest) GetCompleted() (v bool) {
+	return p.Completed
+}
+func (p *NotifyCheckpointRequest) SetFencing(val *common.FencingToken) {
+	p.Fencing = val
+}
+func (p *NotifyCheckpointRequest) SetExecutionId(val string) {
+	p.ExecutionId = val
+}
+func (p *NotifyCheckpointRequest) SetCheckpointId(val int64) {
+	p.CheckpointId = val
+}
+func (p *NotifyCheckpointRequest) SetCompleted(val bool) {
+	p.Completed = val
+}
+
+func (p *NotifyCheckpointRequest) IsSetFencing() bool {
+	return p.Fencing != nil
+}
+
+func (p *NotifyCheckpointRequest) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("NotifyCheckpointRequest(%+v)", *p)
+}
+
+var fieldIDToName_NotifyCheckpointRequest = map[int16]string{
+	1: "fencing",
+	2: "execution_id",
+	3: "checkpoint_id",
+	4: "completed",
 }
 
 type CancelTaskRequest struct {
@@ -364,6 +568,10 @@ type TaskExecutor interface {
 	CancelTask(ctx context.Context, req *CancelTaskRequest) (err error)
 
 	FreeSlot(ctx context.Context, allocationId string) (err error)
+
+	TriggerCheckpoint(ctx context.Context, req *TriggerCheckpointRequest) (err error)
+
+	NotifyCheckpoint(ctx context.Context, req *NotifyCheckpointRequest) (err error)
 }
 
 type TaskExecutorDeployTaskArgs struct {
@@ -582,6 +790,158 @@ func (p *TaskExecutorFreeSlotResult) String() string {
 }
 
 var fieldIDToName_TaskExecutorFreeSlotResult = map[int16]string{
+	1: "err",
+}
+
+type TaskExecutorTriggerCheckpointArgs struct {
+	Req *TriggerCheckpointRequest `thrift:"req,1" frugal:"1,default,TriggerCheckpointRequest" json:"req"`
+}
+
+func NewTaskExecutorTriggerCheckpointArgs() *TaskExecutorTriggerCheckpointArgs {
+	return &TaskExecutorTriggerCheckpointArgs{}
+}
+
+func (p *TaskExecutorTriggerCheckpointArgs) InitDefault() {
+}
+
+var TaskExecutorTriggerCheckpointArgs_Req_DEFAULT *TriggerCheckpointRequest
+
+func (p *TaskExecutorTriggerCheckpointArgs) GetReq() (v *TriggerCheckpointRequest) {
+	if !p.IsSetReq() {
+		return TaskExecutorTriggerCheckpointArgs_Req_DEFAULT
+	}
+	return p.Req
+}
+func (p *TaskExecutorTriggerCheckpointArgs) SetReq(val *TriggerCheckpointRequest) {
+	p.Req = val
+}
+
+func (p *TaskExecutorTriggerCheckpointArgs) IsSetReq() bool {
+	return p.Req != nil
+}
+
+func (p *TaskExecutorTriggerCheckpointArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TaskExecutorTriggerCheckpointArgs(%+v)", *p)
+}
+
+var fieldIDToName_TaskExecutorTriggerCheckpointArgs = map[int16]string{
+	1: "req",
+}
+
+type TaskExecutorTriggerCheckpointResult struct {
+	Err *common.SluiceError `thrift:"err,1,optional" frugal:"1,optional,common.SluiceError" json:"err,omitempty"`
+}
+
+func NewTaskExecutorTriggerCheckpointResult() *TaskExecutorTriggerCheckpointResult {
+	return &TaskExecutorTriggerCheckpointResult{}
+}
+
+func (p *TaskExecutorTriggerCheckpointResult) InitDefault() {
+}
+
+var TaskExecutorTriggerCheckpointResult_Err_DEFAULT *common.SluiceError
+
+func (p *TaskExecutorTriggerCheckpointResult) GetErr() (v *common.SluiceError) {
+	if !p.IsSetErr() {
+		return TaskExecutorTriggerCheckpointResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *TaskExecutorTriggerCheckpointResult) SetErr(val *common.SluiceError) {
+	p.Err = val
+}
+
+func (p *TaskExecutorTriggerCheckpointResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *TaskExecutorTriggerCheckpointResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TaskExecutorTriggerCheckpointResult(%+v)", *p)
+}
+
+var fieldIDToName_TaskExecutorTriggerCheckpointResult = map[int16]string{
+	1: "err",
+}
+
+type TaskExecutorNotifyCheckpointArgs struct {
+	Req *NotifyCheckpointRequest `thrift:"req,1" frugal:"1,default,NotifyCheckpointRequest" json:"req"`
+}
+
+func NewTaskExecutorNotifyCheckpointArgs() *TaskExecutorNotifyCheckpointArgs {
+	return &TaskExecutorNotifyCheckpointArgs{}
+}
+
+func (p *TaskExecutorNotifyCheckpointArgs) InitDefault() {
+}
+
+var TaskExecutorNotifyCheckpointArgs_Req_DEFAULT *NotifyCheckpointRequest
+
+func (p *TaskExecutorNotifyCheckpointArgs) GetReq() (v *NotifyCheckpointRequest) {
+	if !p.IsSetReq() {
+		return TaskExecutorNotifyCheckpointArgs_Req_DEFAULT
+	}
+	return p.Req
+}
+func (p *TaskExecutorNotifyCheckpointArgs) SetReq(val *NotifyCheckpointRequest) {
+	p.Req = val
+}
+
+func (p *TaskExecutorNotifyCheckpointArgs) IsSetReq() bool {
+	return p.Req != nil
+}
+
+func (p *TaskExecutorNotifyCheckpointArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TaskExecutorNotifyCheckpointArgs(%+v)", *p)
+}
+
+var fieldIDToName_TaskExecutorNotifyCheckpointArgs = map[int16]string{
+	1: "req",
+}
+
+type TaskExecutorNotifyCheckpointResult struct {
+	Err *common.SluiceError `thrift:"err,1,optional" frugal:"1,optional,common.SluiceError" json:"err,omitempty"`
+}
+
+func NewTaskExecutorNotifyCheckpointResult() *TaskExecutorNotifyCheckpointResult {
+	return &TaskExecutorNotifyCheckpointResult{}
+}
+
+func (p *TaskExecutorNotifyCheckpointResult) InitDefault() {
+}
+
+var TaskExecutorNotifyCheckpointResult_Err_DEFAULT *common.SluiceError
+
+func (p *TaskExecutorNotifyCheckpointResult) GetErr() (v *common.SluiceError) {
+	if !p.IsSetErr() {
+		return TaskExecutorNotifyCheckpointResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *TaskExecutorNotifyCheckpointResult) SetErr(val *common.SluiceError) {
+	p.Err = val
+}
+
+func (p *TaskExecutorNotifyCheckpointResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *TaskExecutorNotifyCheckpointResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TaskExecutorNotifyCheckpointResult(%+v)", *p)
+}
+
+var fieldIDToName_TaskExecutorNotifyCheckpointResult = map[int16]string{
 	1: "err",
 }
 

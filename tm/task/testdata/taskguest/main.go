@@ -67,6 +67,35 @@ func plan(env *guest.Env) {
 				out.EmitValue([]byte("timer " + string(ctx.Key())))
 			}).
 			Collect("out")
+	case "sum":
+		// A running count per line, emitted on every update ("key\tcount"):
+		// keyed state that checkpoints carry across a restore.
+		in().KeyBy("key", func(r guest.Record) []byte { return r.Value }).
+			Reduce("count", func(acc []byte, r guest.Record) []byte {
+				return guest.PutInt64(acc, guest.AsInt64(acc)+1)
+			}).
+			Map("format", func(r guest.Record) guest.Record {
+				return guest.Record{Value: []byte(fmt.Sprintf("%s\t%d", r.Key, guest.AsInt64(r.Value)))}
+			}).
+			Collect("out")
+	case "counter":
+		// Emits 0..n-1, keeping its position in operator state.
+		n, _ := strconv.ParseInt(env.Args()[1], 10, 64)
+		var pos int64
+		env.Source("counter", func(ctx *guest.Context, max int, out *guest.Collector) bool {
+			for i := 0; i < max && pos < n; i++ {
+				out.EmitValue([]byte(strconv.FormatInt(pos, 10)))
+				pos++
+			}
+			return pos >= n
+		}).
+			OnOpen(func(ctx *guest.Context) {
+				if v, ok := ctx.OperatorState("pos"); ok {
+					pos = guest.AsInt64(v)
+				}
+			}).
+			OnBarrier(func(ctx *guest.Context, id int64) { ctx.SetOperatorState("pos", guest.Int64(pos)) }).
+			Collect("out")
 	default:
 		panic("unknown mode " + mode)
 	}

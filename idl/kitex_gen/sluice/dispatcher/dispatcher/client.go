@@ -18,6 +18,9 @@ type Client interface {
 	CancelJob(ctx context.Context, jobId string, callOptions ...callopt.Option) (err error)
 	WaitJob(ctx context.Context, req *dispatcher.WaitJobRequest, callOptions ...callopt.Option) (r *dispatcher.JobResult_, err error)
 	Overview(ctx context.Context, callOptions ...callopt.Option) (r *dispatcher.ClusterOverview, err error)
+	TriggerSavepoint(ctx context.Context, req *dispatcher.SavepointRequest, callOptions ...callopt.Option) (r *dispatcher.CheckpointInfo, err error)
+	ListCheckpoints(ctx context.Context, jobId string, callOptions ...callopt.Option) (r *dispatcher.ListCheckpointsResponse, err error)
+	DisposeSavepoint(ctx context.Context, savepointId string, callOptions ...callopt.Option) (err error)
 }
 
 // NewClient creates a client for the service defined in IDL.
@@ -82,4 +85,19 @@ func (p *kDispatcherClient) WaitJob(ctx context.Context, req *dispatcher.WaitJob
 func (p *kDispatcherClient) Overview(ctx context.Context, callOptions ...callopt.Option) (r *dispatcher.ClusterOverview, err error) {
 	ctx = client.NewCtxWithCallOptions(ctx, callOptions)
 	return p.kClient.Overview(ctx)
+}
+
+func (p *kDispatcherClient) TriggerSavepoint(ctx context.Context, req *dispatcher.SavepointRequest, callOptions ...callopt.Option) (r *dispatcher.CheckpointInfo, err error) {
+	ctx = client.NewCtxWithCallOptions(ctx, callOptions)
+	return p.kClient.TriggerSavepoint(ctx, req)
+}
+
+func (p *kDispatcherClient) ListCheckpoints(ctx context.Context, jobId string, callOptions ...callopt.Option) (r *dispatcher.ListCheckpointsResponse, err error) {
+	ctx = client.NewCtxWithCallOptions(ctx, callOptions)
+	return p.kClient.ListCheckpoints(ctx, jobId)
+}
+
+func (p *kDispatcherClient) DisposeSavepoint(ctx context.Context, savepointId string, callOptions ...callopt.Option) (err error) {
+	ctx = client.NewCtxWithCallOptions(ctx, callOptions)
+	return p.kClient.DisposeSavepoint(ctx, savepointId)
 }

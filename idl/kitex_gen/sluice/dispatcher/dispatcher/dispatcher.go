@@ -63,6 +63,27 @@ var serviceMethods = map[string]kitex.MethodInfo{
 		false,
 		kitex.WithStreamingMode(kitex.StreamingNone),
 	),
+	"TriggerSavepoint": kitex.NewMethodInfo(
+		triggerSavepointHandler,
+		newDispatcherTriggerSavepointArgs,
+		newDispatcherTriggerSavepointResult,
+		false,
+		kitex.WithStreamingMode(kitex.StreamingNone),
+	),
+	"ListCheckpoints": kitex.NewMethodInfo(
+		listCheckpointsHandler,
+		newDispatcherListCheckpointsArgs,
+		newDispatcherListCheckpointsResult,
+		false,
+		kitex.WithStreamingMode(kitex.StreamingNone),
+	),
+	"DisposeSavepoint": kitex.NewMethodInfo(
+		disposeSavepointHandler,
+		newDispatcherDisposeSavepointArgs,
+		newDispatcherDisposeSavepointResult,
+		false,
+		kitex.WithStreamingMode(kitex.StreamingNone),
+	),
 }
 
 var (
@@ -296,6 +317,77 @@ func newDispatcherOverviewResult() interface{} {
 	return dispatcher.NewDispatcherOverviewResult()
 }
 
+func triggerSavepointHandler(ctx context.Context, handler interface{}, arg, result interface{}) error {
+	realArg := arg.(*dispatcher.DispatcherTriggerSavepointArgs)
+	realResult := result.(*dispatcher.DispatcherTriggerSavepointResult)
+	success, err := handler.(dispatcher.Dispatcher).TriggerSavepoint(ctx, realArg.Req)
+	if err != nil {
+		switch v := err.(type) {
+		case *common.SluiceError:
+			realResult.Err = v
+		default:
+			return err
+		}
+	} else {
+		realResult.Success = success
+	}
+	return nil
+}
+func newDispatcherTriggerSavepointArgs() interface{} {
+	return dispatcher.NewDispatcherTriggerSavepointArgs()
+}
+
+func newDispatcherTriggerSavepointResult() interface{} {
+	return dispatcher.NewDispatcherTriggerSavepointResult()
+}
+
+func listCheckpointsHandler(ctx context.Context, handler interface{}, arg, result interface{}) error {
+	realArg := arg.(*dispatcher.DispatcherListCheckpointsArgs)
+	realResult := result.(*dispatcher.DispatcherListCheckpointsResult)
+	success, err := handler.(dispatcher.Dispatcher).ListCheckpoints(ctx, realArg.JobId)
+	if err != nil {
+		switch v := err.(type) {
+		case *common.SluiceError:
+			realResult.Err = v
+		default:
+			return err
+		}
+	} else {
+		realResult.Success = success
+	}
+	return nil
+}
+func newDispatcherListCheckpointsArgs() interface{} {
+	return dispatcher.NewDispatcherListCheckpointsArgs()
+}
+
+func newDispatcherListCheckpointsResult() interface{} {
+	return dispatcher.NewDispatcherListCheckpointsResult()
+}
+
+func disposeSavepointHandler(ctx context.Context, handler interface{}, arg, result interface{}) error {
+	realArg := arg.(*dispatcher.DispatcherDisposeSavepointArgs)
+	realResult := result.(*dispatcher.DispatcherDisposeSavepointResult)
+	err := handler.(dispatcher.Dispatcher).DisposeSavepoint(ctx, realArg.SavepointId)
+	if err != nil {
+		switch v := err.(type) {
+		case *common.SluiceError:
+			realResult.Err = v
+		default:
+			return err
+		}
+	} else {
+	}
+	return nil
+}
+func newDispatcherDisposeSavepointArgs() interface{} {
+	return dispatcher.NewDispatcherDisposeSavepointArgs()
+}
+
+func newDispatcherDisposeSavepointResult() interface{} {
+	return dispatcher.NewDispatcherDisposeSavepointResult()
+}
+
 type kClient struct {
 	c client.Client
 }
@@ -400,4 +492,46 @@ func (p *kClient) Overview(ctx context.Context) (r *dispatcher.ClusterOverview, 
 		return r, _result.Err
 	}
 	return _result.GetSuccess(), nil
+}
+
+func (p *kClient) TriggerSavepoint(ctx context.Context, req *dispatcher.SavepointRequest) (r *dispatcher.CheckpointInfo, err error) {
+	var _args dispatcher.DispatcherTriggerSavepointArgs
+	_args.Req = req
+	var _result dispatcher.DispatcherTriggerSavepointResult
+	if err = p.c.Call(ctx, "TriggerSavepoint", &_args, &_result); err != nil {
+		return
+	}
+	switch {
+	case _result.Err != nil:
+		return r, _result.Err
+	}
+	return _result.GetSuccess(), nil
+}
+
+func (p *kClient) ListCheckpoints(ctx context.Context, jobId string) (r *dispatcher.ListCheckpointsResponse, err error) {
+	var _args dispatcher.DispatcherListCheckpointsArgs
+	_args.JobId = jobId
+	var _result dispatcher.DispatcherListCheckpointsResult
+	if err = p.c.Call(ctx, "ListCheckpoints", &_args, &_result); err != nil {
+		return
+	}
+	switch {
+	case _result.Err != nil:
+		return r, _result.Err
+	}
+	return _result.GetSuccess(), nil
+}
+
+func (p *kClient) DisposeSavepoint(ctx context.Context, savepointId string) (err error) {
+	var _args dispatcher.DispatcherDisposeSavepointArgs
+	_args.SavepointId = savepointId
+	var _result dispatcher.DispatcherDisposeSavepointResult
+	if err = p.c.Call(ctx, "DisposeSavepoint", &_args, &_result); err != nil {
+		return
+	}
+	switch {
+	case _result.Err != nil:
+		return _result.Err
+	}
+	return nil
 }

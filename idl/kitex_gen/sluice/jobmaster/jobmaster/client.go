@@ -13,6 +13,8 @@ import (
 type Client interface {
 	UpdateTaskState(ctx context.Context, req *jobmaster.TaskStateUpdate, callOptions ...callopt.Option) (err error)
 	RequestNextSplit(ctx context.Context, req *jobmaster.NextSplitRequest, callOptions ...callopt.Option) (r *jobmaster.NextSplitResponse, err error)
+	AcknowledgeCheckpoint(ctx context.Context, req *jobmaster.AcknowledgeCheckpointRequest, callOptions ...callopt.Option) (err error)
+	DeclineCheckpoint(ctx context.Context, req *jobmaster.DeclineCheckpointRequest, callOptions ...callopt.Option) (err error)
 }
 
 // NewClient creates a client for the service defined in IDL.
@@ -52,4 +54,14 @@ func (p *kJobMasterClient) UpdateTaskState(ctx context.Context, req *jobmaster.T
 func (p *kJobMasterClient) RequestNextSplit(ctx context.Context, req *jobmaster.NextSplitRequest, callOptions ...callopt.Option) (r *jobmaster.NextSplitResponse, err error) {
 	ctx = client.NewCtxWithCallOptions(ctx, callOptions)
 	return p.kClient.RequestNextSplit(ctx, req)
+}
+
+func (p *kJobMasterClient) AcknowledgeCheckpoint(ctx context.Context, req *jobmaster.AcknowledgeCheckpointRequest, callOptions ...callopt.Option) (err error) {
+	ctx = client.NewCtxWithCallOptions(ctx, callOptions)
+	return p.kClient.AcknowledgeCheckpoint(ctx, req)
+}
+
+func (p *kJobMasterClient) DeclineCheckpoint(ctx context.Context, req *jobmaster.DeclineCheckpointRequest, callOptions ...callopt.Option) (err error) {
+	ctx = client.NewCtxWithCallOptions(ctx, callOptions)
+	return p.kClient.DeclineCheckpoint(ctx, req)
 }

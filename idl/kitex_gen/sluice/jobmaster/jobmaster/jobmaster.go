@@ -28,6 +28,20 @@ var serviceMethods = map[string]kitex.MethodInfo{
 		false,
 		kitex.WithStreamingMode(kitex.StreamingNone),
 	),
+	"AcknowledgeCheckpoint": kitex.NewMethodInfo(
+		acknowledgeCheckpointHandler,
+		newJobMasterAcknowledgeCheckpointArgs,
+		newJobMasterAcknowledgeCheckpointResult,
+		false,
+		kitex.WithStreamingMode(kitex.StreamingNone),
+	),
+	"DeclineCheckpoint": kitex.NewMethodInfo(
+		declineCheckpointHandler,
+		newJobMasterDeclineCheckpointArgs,
+		newJobMasterDeclineCheckpointResult,
+		false,
+		kitex.WithStreamingMode(kitex.StreamingNone),
+	),
 }
 
 var (
@@ -141,6 +155,52 @@ func newJobMasterRequestNextSplitResult() interface{} {
 	return jobmaster.NewJobMasterRequestNextSplitResult()
 }
 
+func acknowledgeCheckpointHandler(ctx context.Context, handler interface{}, arg, result interface{}) error {
+	realArg := arg.(*jobmaster.JobMasterAcknowledgeCheckpointArgs)
+	realResult := result.(*jobmaster.JobMasterAcknowledgeCheckpointResult)
+	err := handler.(jobmaster.JobMaster).AcknowledgeCheckpoint(ctx, realArg.Req)
+	if err != nil {
+		switch v := err.(type) {
+		case *common.SluiceError:
+			realResult.Err = v
+		default:
+			return err
+		}
+	} else {
+	}
+	return nil
+}
+func newJobMasterAcknowledgeCheckpointArgs() interface{} {
+	return jobmaster.NewJobMasterAcknowledgeCheckpointArgs()
+}
+
+func newJobMasterAcknowledgeCheckpointResult() interface{} {
+	return jobmaster.NewJobMasterAcknowledgeCheckpointResult()
+}
+
+func declineCheckpointHandler(ctx context.Context, handler interface{}, arg, result interface{}) error {
+	realArg := arg.(*jobmaster.JobMasterDeclineCheckpointArgs)
+	realResult := result.(*jobmaster.JobMasterDeclineCheckpointResult)
+	err := handler.(jobmaster.JobMaster).DeclineCheckpoint(ctx, realArg.Req)
+	if err != nil {
+		switch v := err.(type) {
+		case *common.SluiceError:
+			realResult.Err = v
+		default:
+			return err
+		}
+	} else {
+	}
+	return nil
+}
+func newJobMasterDeclineCheckpointArgs() interface{} {
+	return jobmaster.NewJobMasterDeclineCheckpointArgs()
+}
+
+func newJobMasterDeclineCheckpointResult() interface{} {
+	return jobmaster.NewJobMasterDeclineCheckpointResult()
+}
+
 type kClient struct {
 	c client.Client
 }
@@ -177,4 +237,32 @@ func (p *kClient) RequestNextSplit(ctx context.Context, req *jobmaster.NextSplit
 		return r, _result.Err
 	}
 	return _result.GetSuccess(), nil
+}
+
+func (p *kClient) AcknowledgeCheckpoint(ctx context.Context, req *jobmaster.AcknowledgeCheckpointRequest) (err error) {
+	var _args jobmaster.JobMasterAcknowledgeCheckpointArgs
+	_args.Req = req
+	var _result jobmaster.JobMasterAcknowledgeCheckpointResult
+	if err = p.c.Call(ctx, "AcknowledgeCheckpoint", &_args, &_result); err != nil {
+		return
+	}
+	switch {
+	case _result.Err != nil:
+		return _result.Err
+	}
+	return nil
+}
+
+func (p *kClient) DeclineCheckpoint(ctx context.Context, req *jobmaster.DeclineCheckpointRequest) (err error) {
+	var _args jobmaster.JobMasterDeclineCheckpointArgs
+	_args.Req = req
+	var _result jobmaster.JobMasterDeclineCheckpointResult
+	if err = p.c.Call(ctx, "DeclineCheckpoint", &_args, &_result); err != nil {
+		return
+	}
+	switch {
+	case _result.Err != nil:
+		return _result.Err
+	}
+	return nil
 }

@@ -14,6 +14,8 @@ type Client interface {
 	DeployTask(ctx context.Context, req *taskexecutor.TaskDeployment, callOptions ...callopt.Option) (err error)
 	CancelTask(ctx context.Context, req *taskexecutor.CancelTaskRequest, callOptions ...callopt.Option) (err error)
 	FreeSlot(ctx context.Context, allocationId string, callOptions ...callopt.Option) (err error)
+	TriggerCheckpoint(ctx context.Context, req *taskexecutor.TriggerCheckpointRequest, callOptions ...callopt.Option) (err error)
+	NotifyCheckpoint(ctx context.Context, req *taskexecutor.NotifyCheckpointRequest, callOptions ...callopt.Option) (err error)
 }
 
 // NewClient creates a client for the service defined in IDL.
@@ -58,4 +60,14 @@ func (p *kTaskExecutorClient) CancelTask(ctx context.Context, req *taskexecutor.
 func (p *kTaskExecutorClient) FreeSlot(ctx context.Context, allocationId string, callOptions ...callopt.Option) (err error) {
 	ctx = client.NewCtxWithCallOptions(ctx, callOptions)
 	return p.kClient.FreeSlot(ctx, allocationId)
+}
+
+func (p *kTaskExecutorClient) TriggerCheckpoint(ctx context.Context, req *taskexecutor.TriggerCheckpointRequest, callOptions ...callopt.Option) (err error) {
+	ctx = client.NewCtxWithCallOptions(ctx, callOptions)
+	return p.kClient.TriggerCheckpoint(ctx, req)
+}
+
+func (p *kTaskExecutorClient) NotifyCheckpoint(ctx context.Context, req *taskexecutor.NotifyCheckpointRequest, callOptions ...callopt.Option) (err error) {
+	ctx = client.NewCtxWithCallOptions(ctx, callOptions)
+	return p.kClient.NotifyCheckpoint(ctx, req)
 }

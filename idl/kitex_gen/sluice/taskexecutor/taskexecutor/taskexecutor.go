@@ -35,6 +35,20 @@ var serviceMethods = map[string]kitex.MethodInfo{
 		false,
 		kitex.WithStreamingMode(kitex.StreamingNone),
 	),
+	"TriggerCheckpoint": kitex.NewMethodInfo(
+		triggerCheckpointHandler,
+		newTaskExecutorTriggerCheckpointArgs,
+		newTaskExecutorTriggerCheckpointResult,
+		false,
+		kitex.WithStreamingMode(kitex.StreamingNone),
+	),
+	"NotifyCheckpoint": kitex.NewMethodInfo(
+		notifyCheckpointHandler,
+		newTaskExecutorNotifyCheckpointArgs,
+		newTaskExecutorNotifyCheckpointResult,
+		false,
+		kitex.WithStreamingMode(kitex.StreamingNone),
+	),
 }
 
 var (
@@ -170,6 +184,52 @@ func newTaskExecutorFreeSlotResult() interface{} {
 	return taskexecutor.NewTaskExecutorFreeSlotResult()
 }
 
+func triggerCheckpointHandler(ctx context.Context, handler interface{}, arg, result interface{}) error {
+	realArg := arg.(*taskexecutor.TaskExecutorTriggerCheckpointArgs)
+	realResult := result.(*taskexecutor.TaskExecutorTriggerCheckpointResult)
+	err := handler.(taskexecutor.TaskExecutor).TriggerCheckpoint(ctx, realArg.Req)
+	if err != nil {
+		switch v := err.(type) {
+		case *common.SluiceError:
+			realResult.Err = v
+		default:
+			return err
+		}
+	} else {
+	}
+	return nil
+}
+func newTaskExecutorTriggerCheckpointArgs() interface{} {
+	return taskexecutor.NewTaskExecutorTriggerCheckpointArgs()
+}
+
+func newTaskExecutorTriggerCheckpointResult() interface{} {
+	return taskexecutor.NewTaskExecutorTriggerCheckpointResult()
+}
+
+func notifyCheckpointHandler(ctx context.Context, handler interface{}, arg, result interface{}) error {
+	realArg := arg.(*taskexecutor.TaskExecutorNotifyCheckpointArgs)
+	realResult := result.(*taskexecutor.TaskExecutorNotifyCheckpointResult)
+	err := handler.(taskexecutor.TaskExecutor).NotifyCheckpoint(ctx, realArg.Req)
+	if err != nil {
+		switch v := err.(type) {
+		case *common.SluiceError:
+			realResult.Err = v
+		default:
+			return err
+		}
+	} else {
+	}
+	return nil
+}
+func newTaskExecutorNotifyCheckpointArgs() interface{} {
+	return taskexecutor.NewTaskExecutorNotifyCheckpointArgs()
+}
+
+func newTaskExecutorNotifyCheckpointResult() interface{} {
+	return taskexecutor.NewTaskExecutorNotifyCheckpointResult()
+}
+
 type kClient struct {
 	c client.Client
 }
@@ -213,6 +273,34 @@ func (p *kClient) FreeSlot(ctx context.Context, allocationId string) (err error)
 	_args.AllocationId = allocationId
 	var _result taskexecutor.TaskExecutorFreeSlotResult
 	if err = p.c.Call(ctx, "FreeSlot", &_args, &_result); err != nil {
+		return
+	}
+	switch {
+	case _result.Err != nil:
+		return _result.Err
+	}
+	return nil
+}
+
+func (p *kClient) TriggerCheckpoint(ctx context.Context, req *taskexecutor.TriggerCheckpointRequest) (err error) {
+	var _args taskexecutor.TaskExecutorTriggerCheckpointArgs
+	_args.Req = req
+	var _result taskexecutor.TaskExecutorTriggerCheckpointResult
+	if err = p.c.Call(ctx, "TriggerCheckpoint", &_args, &_result); err != nil {
+		return
+	}
+	switch {
+	case _result.Err != nil:
+		return _result.Err
+	}
+	return nil
+}
+
+func (p *kClient) NotifyCheckpoint(ctx context.Context, req *taskexecutor.NotifyCheckpointRequest) (err error) {
+	var _args taskexecutor.TaskExecutorNotifyCheckpointArgs
+	_args.Req = req
+	var _result taskexecutor.TaskExecutorNotifyCheckpointResult
+	if err = p.c.Call(ctx, "NotifyCheckpoint", &_args, &_result); err != nil {
 		return
 	}
 	switch {

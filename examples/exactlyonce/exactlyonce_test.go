@@ -1,0 +1,314 @@
+//go:build !wasip1
+
+// The exactly-once example's tests run on the host against an embedded
+// cluster: the uninterrupted final state, a stop-with-savepoint resumed at
+// other parallelisms, a checkpoint that a slow guest makes expire, and the
+// transactional file sink's committed output.
+package main_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/blob"
+	"github.com/sluicehq/sluice/blob/blobtest"
+	"github.com/sluicehq/sluice/internal/checkpoint"
+	"github.com/sluicehq/sluice/internal/cluster"
+	"github.com/sluicehq/sluice/internal/cluster/clustertest"
+	"github.com/sluicehq/sluice/internal/jobgraph"
+	"github.com/sluicehq/sluice/internal/testutil"
+	"github.com/sluicehq/sluice/sdk/client"
+)
+
+// run submits the example with args and config at parallelism p.
+func run(t *testing.T, cl *client.Client, wasm []byte, p int, config map[string]string, fromSavepoint string, args ...string) string {
+	t.Helper()
+	ctx := context.Background()
+	digest, err := cl.UploadModule(ctx, wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Args: args, Parallelism: p, Config: config, FromSavepoint: fromSavepoint})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func wait(t *testing.T, cl *client.Client, id string) client.JobResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	r, err := cl.WaitJob(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.State != client.StateFinished {
+		t.Fatalf("job %s ended %s: %s", id, r.State, r.Failure)
+	}
+	return r
+}
+
+// finalState is what an uninterrupted run collects: every key saw its
+// whole sequence once, in order.
+func finalState(keys, perKey int) []string {
+	var want []string
+	for k := range keys {
+		want = append(want, fmt.Sprintf("k%d\t%d\t%d\t0", k, perKey, perKey))
+	}
+	slices.Sort(want)
+	return want
+}
+
+func TestFinalStateUninterrupted(t *testing.T) {
+	wasm := clustertest.Guest(t, "examples/exactlyonce")
+	c := clustertest.Start(t, cluster.Config{Slots: 4})
+	cl, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := wait(t, cl, run(t, cl, wasm, 3, nil, "", "--keys", "16", "--per-key", "2000"))
+	if d := clustertest.Diff(finalState(16, 2000), clustertest.Lines(r.Records)); d != "" {
+		t.Fatalf("final state:\n%s", d)
+	}
+	if v := r.Accumulators["violations"]; v != 0 {
+		t.Fatalf("violations = %d", v)
+	}
+}
+
+// TestSavepointRescale stops a p=2 run with a savepoint half-way and
+// resumes it at p=3 and at p=1: each ends in the same keyed state as an
+// uninterrupted run.
+func TestSavepointRescale(t *testing.T) {
+	const keys, perKey = 16, 3000
+	wasm := clustertest.Guest(t, "examples/exactlyonce")
+	c := clustertest.Start(t, cluster.Config{Slots: 4})
+	cl, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	args := []string{"--keys", fmt.Sprint(keys), "--per-key", fmt.Sprint(perKey)}
+	cp := map[string]string{checkpoint.KeyInterval: "200ms", jobgraph.ConfigClock: jobgraph.ClockWall}
+	id := run(t, cl, wasm, 2, cp, "", append(args, "--rate", "8000")...)
+	testutil.Eventually(t, time.Minute, func() bool {
+		cps, err := cl.ListCheckpoints(ctx, id)
+		return err == nil && slices.ContainsFunc(cps, func(c client.Checkpoint) bool { return c.Status == "COMPLETED" })
+	}, "no checkpoint completed")
+	sp, err := cl.TriggerSavepoint(ctx, id, true, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sp.SavepointID == "" || sp.Status != "COMPLETED" || sp.Size <= 0 {
+		t.Fatalf("savepoint = %+v", sp)
+	}
+	stopped := wait(t, cl, id) // stop-with-savepoint ends FINISHED
+	if len(stopped.Records) != 0 {
+		t.Errorf("the stopped job collected %d final records; its input never ended", len(stopped.Records))
+	}
+	t.Logf("savepoint %s: checkpoint %d, %d bytes in %v", sp.SavepointID, sp.ID, sp.Size, sp.Duration)
+
+	for _, p := range []int{3, 1} {
+		r := wait(t, cl, run(t, cl, wasm, p, cp, sp.SavepointID, args...))
+		if d := clustertest.Diff(finalState(keys, perKey), clustertest.Lines(r.Records)); d != "" {
+			t.Fatalf("resumed at p=%d: final state differs from an uninterrupted run:\n%s", p, d)
+		}
+	}
+
+	if err := cl.DisposeSavepoint(ctx, sp.SavepointID); err != nil {
+		t.Fatal(err)
+	}
+	digest, _ := cl.UploadModule(ctx, wasm)
+	_, err = cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Args: args, Parallelism: 2, FromSavepoint: sp.SavepointID})
+	if !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("resume from a disposed savepoint: %v; want not found", err)
+	}
+	_, err = cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Args: args, Parallelism: 2, FromSavepoint: "../../x"})
+	if !errors.Is(err, client.ErrInvalidArgument) {
+		t.Fatalf("resume from a crafted savepoint id: %v; want invalid argument", err)
+	}
+}
+
+// committed reads the file sink's committed output under path.
+func committed(t *testing.T, store blob.Store, path string) []string {
+	t.Helper()
+	ctx := context.Background()
+	var lines []string
+	for info, err := range blob.All(ctx, store, "tenants/"+cluster.DefaultTenant+"/files/"+path+"/") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := blobtest.GetBytes(t, store, info.Key)
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+		}
+	}
+	return lines
+}
+
+// checkExactlyOnce checks that lines hold each "k<i>\t<seq>" exactly once.
+func checkExactlyOnce(t *testing.T, lines []string, keys, perKey int) {
+	t.Helper()
+	seen := map[string]int{}
+	for _, l := range lines {
+		seen[l]++
+	}
+	var missing, dup []string
+	for k := range keys {
+		for s := 1; s <= perKey; s++ {
+			l := fmt.Sprintf("k%d\t%d", k, s)
+			switch seen[l] {
+			case 0:
+				missing = append(missing, l)
+			case 1:
+			default:
+				dup = append(dup, l)
+			}
+			delete(seen, l)
+		}
+	}
+	if len(missing)+len(dup)+len(seen) > 0 {
+		t.Fatalf("committed output: %d lines, %d missing (e.g. %q), %d duplicated (e.g. %q), %d unexpected",
+			len(lines), len(missing), head(missing), len(dup), head(dup), len(seen))
+	}
+}
+
+func head(s []string) []string { return s[:min(len(s), 3)] }
+
+// TestSlowBarrierExpires: a guest whose barrier hook is slower than the
+// checkpoint timeout makes checkpoints expire; they are aborted, the job
+// is not held up, and its committed output is still exactly once.
+func TestSlowBarrierExpires(t *testing.T) {
+	const keys, perKey = 8, 2000
+	wasm := clustertest.Guest(t, "examples/exactlyonce")
+	c := clustertest.Start(t, cluster.Config{Slots: 4})
+	cl, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := map[string]string{checkpoint.KeyInterval: "100ms", checkpoint.KeyTimeout: "300ms", jobgraph.ConfigClock: jobgraph.ClockWall}
+	id := run(t, cl, wasm, 2, cp, "", "--keys", fmt.Sprint(keys), "--per-key", fmt.Sprint(perKey),
+		"--rate", "8000", "--barrier-delay", "800ms", "--out", "slow/out")
+	r := wait(t, cl, id)
+	cps, err := cl.ListCheckpoints(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired := 0
+	for _, c := range cps {
+		if c.Status == "ABORTED" && strings.Contains(c.Reason, "expired") {
+			expired++
+		}
+		if c.Status == "COMPLETED" {
+			t.Errorf("checkpoint %d completed in %v, though every barrier hook takes 800ms and the timeout is 300ms", c.ID, c.Duration)
+		}
+	}
+	if expired == 0 {
+		t.Fatalf("no checkpoint expired: %+v", cps)
+	}
+	t.Logf("%d checkpoints expired; job took %v", expired, r.Duration)
+	checkExactlyOnce(t, committed(t, c.Blob(), "slow/out"), keys, perKey)
+}
+
+// TestFileSinkExactlyOnce: the file sink's committed output of a run with
+// frequent checkpoints holds every record once, and nothing stays pending.
+func TestFileSinkExactlyOnce(t *testing.T) {
+	const keys, perKey = 8, 3000
+	wasm := clustertest.Guest(t, "examples/exactlyonce")
+	c := clustertest.Start(t, cluster.Config{Slots: 4})
+	cl, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := map[string]string{checkpoint.KeyInterval: "50ms", jobgraph.ConfigClock: jobgraph.ClockWall}
+	id := run(t, cl, wasm, 2, cp, "", "--keys", fmt.Sprint(keys), "--per-key", fmt.Sprint(perKey), "--rate", "20000", "--out", "fs/out")
+	wait(t, cl, id)
+	cps, _ := cl.ListCheckpoints(context.Background(), id)
+	if !slices.ContainsFunc(cps, func(c client.Checkpoint) bool { return c.Status == "COMPLETED" }) {
+		t.Errorf("no checkpoint completed: %+v", cps)
+	}
+	checkExactlyOnce(t, committed(t, c.Blob(), "fs/out"), keys, perKey)
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		n := 0
+		for range blob.All(context.Background(), c.Blob(), "tenants/"+cluster.DefaultTenant+"/jobs/"+id+"/") {
+			n++
+		}
+		return n == 0
+	}, "the finished job left checkpoints or pending parts behind")
+}
+
+// TestMinIOOutage stops the blob store (a private MinIO) for a while during
+// a run: checkpoints fail and are aborted, the job keeps going, and once
+// MinIO is back checkpoints complete again; the committed output is still
+// exactly once.
+func TestMinIOOutage(t *testing.T) {
+	const keys, perKey = 16, 2500
+	m := testutil.StartMinIO(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", m.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", m.SecretKey)
+	wasm := clustertest.Guest(t, "examples/exactlyonce")
+	c := clustertest.Start(t, cluster.Config{Slots: 4,
+		BlobURL: fmt.Sprintf("s3://outage?endpoint=%s&secure=false&create_bucket=true", m.Endpoint)})
+	cl, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cp := map[string]string{checkpoint.KeyInterval: "200ms", checkpoint.KeyTimeout: "2s", jobgraph.ConfigClock: jobgraph.ClockWall}
+	id := run(t, cl, wasm, 2, cp, "", "--keys", fmt.Sprint(keys), "--per-key", fmt.Sprint(perKey), "--rate", "4000", "--out", "outage/out")
+	completed := func() []client.Checkpoint {
+		cps, err := cl.ListCheckpoints(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.DeleteFunc(cps, func(c client.Checkpoint) bool { return c.Status != "COMPLETED" })
+	}
+	testutil.Eventually(t, time.Minute, func() bool { return len(completed()) > 0 }, "no checkpoint completed before the outage")
+
+	m.Stop()
+	down := time.Now()
+	testutil.Eventually(t, 30*time.Second, func() bool {
+		cps, _ := cl.ListCheckpoints(ctx, id)
+		return slices.ContainsFunc(cps, func(c client.Checkpoint) bool { return c.Status == "ABORTED" && c.Triggered.After(down) })
+	}, "no checkpoint was aborted while MinIO was down")
+	before := completed()[0].ID
+	time.Sleep(2 * time.Second) // let the outage last: more checkpoints fail
+	m.Start()
+	up := time.Now()
+	t.Logf("MinIO down for %v", up.Sub(down).Round(time.Millisecond))
+
+	testutil.Eventually(t, time.Minute, func() bool {
+		d, err := cl.GetJob(ctx, id)
+		if err == nil && client.Terminal(d.State) {
+			return true
+		}
+		return completed()[0].ID > before
+	}, "no checkpoint completed after MinIO came back")
+	r := wait(t, cl, id)
+	if v := r.Accumulators["violations"]; v != 0 {
+		t.Errorf("%d sequence violations", v)
+	}
+	cps, _ := cl.ListCheckpoints(ctx, id)
+	var aborted, after int
+	for _, c := range cps {
+		switch {
+		case c.Status == "ABORTED":
+			aborted++
+		case c.Status == "COMPLETED" && c.Triggered.After(up):
+			after++
+		}
+	}
+	t.Logf("%d checkpoints aborted during the outage, %d completed after it; %d restarts", aborted, after, r.Restarts)
+	if after == 0 {
+		t.Errorf("no checkpoint triggered after the outage completed: %+v", cps)
+	}
+	checkExactlyOnce(t, committed(t, c.Blob(), "outage/out"), keys, perKey)
+}

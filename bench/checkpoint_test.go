@@ -61,7 +61,8 @@ func BenchmarkWordCountCheckpoints(b *testing.B) {
 	runOnce(nil) // warm-up: compile the module
 
 	var off, on time.Duration
-	completed := 0
+	var completed int
+	var stateBytes int64
 	b.SetBytes(checkpointInputSize)
 	b.ResetTimer()
 	for b.Loop() {
@@ -76,6 +77,7 @@ func BenchmarkWordCountCheckpoints(b *testing.B) {
 		for _, cp := range cps {
 			if cp.Status == "COMPLETED" {
 				completed++
+				stateBytes = max(stateBytes, cp.Size)
 			}
 		}
 	}
@@ -84,6 +86,7 @@ func BenchmarkWordCountCheckpoints(b *testing.B) {
 	}
 	b.ReportMetric(float64(off)/float64(on), "x_checkpointed")
 	b.ReportMetric(float64(completed)/float64(b.N), "checkpoints/run")
+	b.ReportMetric(float64(stateBytes)/1e6, "max_state_MB")
 }
 
 // BenchmarkCheckpointLargeState measures a checkpoint of about 100 MB of

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -35,6 +36,73 @@ type State struct {
 	ops    map[string][]byte     // operator state by opKey
 	queue  timerQueue
 	bytes  int64 // keys and values held, for Limits.MaxStateBytes
+	// A Freeze hands the keyed maps themselves to the Frozen copy: until
+	// it is released, keyed writes go to delta (per group, nil entries
+	// until written) and reads look there first; Release folds delta back.
+	// layered is that Frozen; copies counts Frozen copies that hold value
+	// slices (taken while another was outstanding). While either exists,
+	// values outside delta are never overwritten in place.
+	delta   []map[string]deltaValue
+	layered *Frozen
+	copies  int
+}
+
+// deltaValue is a keyed write made while the maps are frozen; gone marks
+// a delete.
+type deltaValue struct {
+	v    []byte
+	gone bool
+}
+
+// kv returns the value under ck in group g.
+func (s *State) kv(g int, ck string) ([]byte, bool) {
+	if s.delta != nil {
+		if d, ok := s.delta[g][ck]; ok {
+			return d.v, !d.gone
+		}
+	}
+	v, ok := s.groups[g][ck]
+	return v, ok
+}
+
+// setKV stores v (owned by the State from now on) under ck in group g.
+func (s *State) setKV(g int, ck string, v []byte) {
+	if s.delta != nil {
+		if s.delta[g] == nil {
+			s.delta[g] = make(map[string]deltaValue)
+		}
+		s.delta[g][ck] = deltaValue{v: v}
+		return
+	}
+	if s.groups[g] == nil {
+		s.groups[g] = make(map[string][]byte)
+	}
+	s.groups[g][ck] = v
+}
+
+// delKV deletes ck from group g.
+func (s *State) delKV(g int, ck string) {
+	if s.delta != nil {
+		if s.delta[g] == nil {
+			s.delta[g] = make(map[string]deltaValue)
+		}
+		s.delta[g][ck] = deltaValue{gone: true}
+		return
+	}
+	delete(s.groups[g], ck)
+}
+
+// reusable reports whether the value under ck in group g may be
+// overwritten in place: no Frozen copy can hold it.
+func (s *State) reusable(g int, ck string) bool {
+	if s.copies > 0 {
+		return false
+	}
+	if s.delta == nil {
+		return true
+	}
+	_, inDelta := s.delta[g][ck]
+	return inDelta
 }
 
 // NewState returns empty state for the key groups keyGroupStart..keyGroupEnd
@@ -109,7 +177,7 @@ func (s *State) get(key, ck []byte) ([]byte, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	v, ok := s.groups[g][string(ck)]
+	v, ok := s.kv(g, string(ck))
 	return v, ok, nil
 }
 
@@ -120,12 +188,7 @@ func (s *State) put(key, ck, val []byte, limit int64) error {
 	if err != nil {
 		return err
 	}
-	m := s.groups[g]
-	if m == nil {
-		m = make(map[string][]byte)
-		s.groups[g] = m
-	}
-	old, ok := m[string(ck)]
+	old, ok := s.kv(g, string(ck))
 	grow := int64(len(val))
 	if ok {
 		grow -= int64(len(old))
@@ -136,12 +199,12 @@ func (s *State) put(key, ck, val []byte, limit int64) error {
 		return fmt.Errorf("%w: state would grow to %d bytes, above the limit of %d", errStateLimit, s.bytes+grow, limit)
 	}
 	s.bytes += grow
-	if ok && cap(old) >= len(val) {
+	if ok && cap(old) >= len(val) && s.reusable(g, string(ck)) {
 		// Reuse the old value's buffer: a reduce rewrites every key often.
-		m[string(ck)] = append(old[:0], val...)
+		s.setKV(g, string(ck), append(old[:0], val...))
 		return nil
 	}
-	m[string(ck)] = append([]byte(nil), val...)
+	s.setKV(g, string(ck), append([]byte(nil), val...))
 	return nil
 }
 
@@ -152,9 +215,9 @@ func (s *State) del(key, ck []byte) error {
 	if err != nil {
 		return err
 	}
-	if old, ok := s.groups[g][string(ck)]; ok {
+	if old, ok := s.kv(g, string(ck)); ok {
 		s.bytes -= int64(len(ck) + len(old))
-		delete(s.groups[g], string(ck))
+		s.delKV(g, string(ck))
 	}
 	return nil
 }
@@ -165,16 +228,32 @@ func (s *State) scanKeys(prefix []byte) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []string
-	for _, m := range s.groups {
+	match := func(k string) bool { return len(k) >= len(prefix) && k[:len(prefix)] == string(prefix) }
+	for g, m := range s.groups {
 		first := len(out)
 		for k := range m {
-			if len(k) >= len(prefix) && k[:len(prefix)] == string(prefix) {
+			if match(k) {
+				if _, overridden := s.deltaOf(g)[k]; !overridden {
+					out = append(out, k)
+				}
+			}
+		}
+		for k, d := range s.deltaOf(g) {
+			if match(k) && !d.gone {
 				out = append(out, k)
 			}
 		}
 		sort.Strings(out[first:])
 	}
 	return out
+}
+
+// deltaOf returns group g's writes since the freeze (nil when none).
+func (s *State) deltaOf(g int) map[string]deltaValue {
+	if s.delta == nil {
+		return nil
+	}
+	return s.delta[g]
 }
 
 // lookup returns the value under a full composite key found by scanKeys.
@@ -185,8 +264,7 @@ func (s *State) lookup(ck string, userKey []byte) ([]byte, bool) {
 	if g < 0 || g >= len(s.groups) {
 		return nil, false
 	}
-	v, ok := s.groups[g][ck]
-	return v, ok
+	return s.kv(g, ck)
 }
 
 func (s *State) opGet(ck []byte) ([]byte, bool) {
@@ -230,8 +308,9 @@ func (s *State) PutHostEntry(vertex int, name string, value []byte) {
 }
 
 // TakeHostEntries removes and returns vertex's operator-state entries whose
-// names start with prefix (after a rescale, one subtask may hold several),
-// in name order.
+// names start with prefix (after a rescale, one subtask may hold several):
+// shorter names first, names of one length in order, so "x-2" comes before
+// "x-10".
 func (s *State) TakeHostEntries(vertex int, prefix string) [][]byte {
 	p := string(appendStateKey(nil, uint32(vertex), nil, nil))
 	s.mu.Lock()
@@ -365,7 +444,15 @@ func (s *State) popDue(now int64) []string {
 //	u32 0xffffffff                                         end of groups
 //	u32 CRC-32 (IEEE) of everything before
 //
-// Entries are sorted, so equal state snapshots to equal bytes.
+// Entries come in map order, unsorted: sorting would double the cost of
+// a checkpoint, and nothing needs it (Restore reads any order; compare
+// snapshots by what they restore to, not by their bytes).
+//
+// Snapshot works in two steps, so a task can take a checkpoint without
+// stopping for the encoding: Freeze captures the state consistently in
+// O(key groups) (copy-on-write, as Flink's heap state backend), and the
+// Frozen copy sorts and encodes later, on any goroutine, while the task
+// goes on changing the State.
 const (
 	snapshotMagic   = "SLST"
 	snapshotVersion = 1
@@ -382,42 +469,155 @@ var ErrBadSnapshot = errors.New("bad state snapshot")
 // Snapshot writes s to w in a self-describing binary format that Restore
 // reads back, also into State for other key-group ranges.
 func (s *State) Snapshot(w io.Writer) error {
-	s.mu.Lock()
-	b := s.appendSnapshot(nil)
-	s.mu.Unlock()
-	_, err := w.Write(b)
+	f := s.Freeze()
+	defer f.Release()
+	_, err := f.WriteTo(w)
 	return err
 }
 
-func (s *State) appendSnapshot(b []byte) []byte {
+// Frozen is a consistent copy of a State taken by Freeze: what Snapshot
+// would have written at that moment.
+type Frozen struct {
+	s                *State
+	maxP, start, end int
+	ops              []entry
+	timers           [][]string // per group
+	// base is set when the Frozen holds the keyed maps themselves (the
+	// State writes to its delta meanwhile); else groups holds the entries.
+	base     []map[string][]byte
+	groups   [][]entry
+	released bool
+}
+
+type entry struct {
+	k string
+	v []byte
+}
+
+// Freeze captures the State for a later WriteTo, without copying bytes:
+// the first Frozen outstanding takes the keyed maps themselves, in O(key
+// groups) (writes go to a delta until Release); one taken while another is
+// outstanding copies the entries' keys and value slices. Release the copy
+// once written.
+func (s *State) Freeze() *Frozen {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := &Frozen{s: s, maxP: s.maxP, start: s.start, end: s.end, timers: make([][]string, len(s.timers))}
+	for k, v := range s.ops {
+		f.ops = append(f.ops, entry{k: k, v: v})
+	}
+	for g, m := range s.timers {
+		for k := range m {
+			f.timers[g] = append(f.timers[g], k)
+		}
+	}
+	if s.layered == nil {
+		f.base = slices.Clone(s.groups)
+		s.delta = make([]map[string]deltaValue, len(s.groups))
+		s.layered = f
+		return f
+	}
+	s.copies++
+	f.groups = make([][]entry, len(s.groups))
+	for g, m := range s.groups {
+		d := s.delta[g]
+		for k, v := range m {
+			if _, overridden := d[k]; !overridden {
+				f.groups[g] = append(f.groups[g], entry{k: k, v: v})
+			}
+		}
+		for k, dv := range d {
+			if !dv.gone {
+				f.groups[g] = append(f.groups[g], entry{k: k, v: dv.v})
+			}
+		}
+	}
+	return f
+}
+
+// Release ends the copy. When it holds the keyed maps, the writes made
+// meanwhile are folded back into them (a pause as long as there were
+// writes). It is idempotent.
+func (f *Frozen) Release() {
+	s := f.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f.released {
+		return
+	}
+	f.released = true
+	if s.layered != f {
+		s.copies--
+		return
+	}
+	for g, d := range s.delta {
+		for k, dv := range d {
+			switch {
+			case dv.gone:
+				delete(s.groups[g], k)
+			case s.groups[g] == nil:
+				s.groups[g] = map[string][]byte{k: dv.v}
+			default:
+				s.groups[g][k] = dv.v
+			}
+		}
+	}
+	s.delta, s.layered = nil, nil
+}
+
+// WriteTo encodes the copy into w. It may run on any goroutine,
+// concurrently with changes to the State, but not after Release.
+func (f *Frozen) WriteTo(w io.Writer) (int64, error) {
+	n, err := w.Write(f.Encode())
+	return int64(n), err
+}
+
+// Encode returns the copy's snapshot bytes, as WriteTo writes them.
+func (f *Frozen) Encode() []byte {
+	groups := f.groups
+	if f.base != nil {
+		groups = make([][]entry, len(f.base))
+		for g, m := range f.base {
+			groups[g] = make([]entry, 0, len(m))
+			for k, v := range m {
+				groups[g] = append(groups[g], entry{k: k, v: v})
+			}
+		}
+	}
+	size := 4 + 4*4 + 4 + 4 + 4
+	for _, es := range append(groups, f.ops) {
+		size += 12
+		for _, e := range es {
+			size += 8 + len(e.k) + len(e.v)
+		}
+	}
+	b := make([]byte, 0, size)
 	u32 := func(v uint32) { b = binary.LittleEndian.AppendUint32(b, v) }
-	blob := func(v []byte) { u32(uint32(len(v))); b = append(b, v...) }
+	blob := func(v string) { u32(uint32(len(v))); b = append(b, v...) }
+	kvs := func(es []entry) {
+		u32(uint32(len(es)))
+		for _, e := range es {
+			blob(e.k)
+			u32(uint32(len(e.v)))
+			b = append(b, e.v...)
+		}
+	}
 	b = append(b, snapshotMagic...)
 	u32(snapshotVersion)
-	u32(uint32(s.maxP))
-	u32(uint32(s.start))
-	u32(uint32(s.end))
-	keys := sortedKeys(s.ops)
-	u32(uint32(len(keys)))
-	for _, k := range keys {
-		blob([]byte(k))
-		blob(s.ops[k])
-	}
-	for g := range s.groups {
-		if len(s.groups[g]) == 0 && len(s.timers[g]) == 0 {
+	u32(uint32(f.maxP))
+	u32(uint32(f.start))
+	u32(uint32(f.end))
+	kvs(f.ops)
+	for g, es := range groups {
+		tks := f.timers[g]
+		if len(es) == 0 && len(tks) == 0 {
 			continue
 		}
-		u32(uint32(s.start + g))
-		keys := sortedKeys(s.groups[g])
-		u32(uint32(len(keys)))
-		for _, k := range keys {
-			blob([]byte(k))
-			blob(s.groups[g][k])
-		}
-		tks := sortedKeys(s.timers[g])
+		u32(uint32(f.start + g))
+		kvs(es)
 		u32(uint32(len(tks)))
 		for _, k := range tks {
-			blob([]byte(k))
+			blob(k)
 		}
 	}
 	u32(endOfGroups)
@@ -526,14 +726,14 @@ func (s *State) Restore(r io.Reader) error {
 			continue
 		}
 		i := gr.g - s.start
-		if s.groups[i] == nil {
+		if s.groups[i] == nil && s.delta == nil {
 			s.groups[i] = make(map[string][]byte, len(gr.kv))
 		}
 		for _, e := range gr.kv {
-			if old, ok := s.groups[i][string(e.k)]; ok {
+			if old, ok := s.kv(i, string(e.k)); ok {
 				s.bytes -= int64(len(e.k) + len(old))
 			}
-			s.groups[i][string(e.k)] = bytes.Clone(e.v)
+			s.setKV(i, string(e.k), bytes.Clone(e.v))
 			s.bytes += int64(len(e.k) + len(e.v))
 		}
 		if s.timers[i] == nil && len(gr.timers) > 0 {

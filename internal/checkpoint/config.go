@@ -8,7 +8,7 @@ import (
 
 // Config is a job's checkpointing, from its config (Flink's keys):
 //
-//	execution.checkpointing.interval                   duration; absent or 0 = off
+//	execution.checkpointing.interval                   duration; absent or zero ("0", "0s", "0ms") = off
 //	execution.checkpointing.timeout                    duration, default 1m
 //	execution.checkpointing.min-pause                  duration, default 0
 //	execution.checkpointing.max-concurrent-checkpoints 1..16, default 1
@@ -75,7 +75,7 @@ func ParseConfig(conf map[string]string) (Config, error) {
 		return nil
 	}
 	var interval error
-	if s := conf[KeyInterval]; s != "0" && s != "0s" {
+	if d, err := time.ParseDuration(conf[KeyInterval]); err != nil || d != 0 {
 		interval = dur(KeyInterval, 10*time.Millisecond, 24*time.Hour, &c.Interval)
 	}
 	for _, err := range []error{

@@ -51,8 +51,7 @@ const uploadQueue = 4
 type uploadJob struct {
 	id       int64
 	reason   string
-	state    []byte
-	hasState bool
+	state    *wasmhost.Frozen // the task's state at the barrier, encoded here
 	kgStart  int
 	kgEnd    int
 	source   *checkpoint.SourcePosition
@@ -141,19 +140,22 @@ func (u *uploader) handle(j *uploadJob) {
 		return
 	}
 	ack := checkpoint.Ack{ExecutionID: t.spec.ExecutionID, CheckpointID: j.id, Source: j.source}
-	if j.hasState {
+	if j.state != nil {
+		// Encoding here, not at the barrier, keeps the task processing.
+		snap := j.state.Encode()
+		j.state.Release()
 		key, err := t.stateKey(j.id)
 		if err == nil && t.deps.Blob == nil {
 			err = errNoStore
 		}
 		if err == nil {
-			err = t.deps.Blob.Put(ctx, key, bytes.NewReader(j.state), int64(len(j.state)))
+			err = t.deps.Blob.Put(ctx, key, bytes.NewReader(snap), int64(len(snap)))
 		}
 		if err != nil {
 			decline(fmt.Sprintf("task %s could not upload its state for checkpoint %d to %q: %v", t.spec.ExecutionID, j.id, key, err))
 			return
 		}
-		ack.State = &checkpoint.StateHandle{Key: key, Size: int64(len(j.state)), KeyGroupStart: j.kgStart, KeyGroupEnd: j.kgEnd}
+		ack.State = &checkpoint.StateHandle{Key: key, Size: int64(len(snap)), KeyGroupStart: j.kgStart, KeyGroupEnd: j.kgEnd}
 	}
 	if t.sink != nil {
 		if err := t.sink.upload(ctx, j.sinkUpto); err != nil {
@@ -206,15 +208,11 @@ func (t *task) takeCheckpoint(ctx context.Context, id int64, pos *checkpoint.Sou
 		if err := t.inst.Barrier(ctx, id); err != nil {
 			return err
 		}
-		var buf bytes.Buffer
 		st := t.inst.State()
 		if t.collectEnd {
 			t.snapshotCollected(st)
 		}
-		if err := st.Snapshot(&buf); err != nil {
-			return fmt.Errorf("task %s: snapshot for checkpoint %d: %w", t.spec.ExecutionID, id, err)
-		}
-		j.state, j.hasState = buf.Bytes(), true
+		j.state = st.Freeze()
 		_, j.kgStart, j.kgEnd = st.KeyGroups()
 	}
 	if t.sink != nil {
@@ -226,7 +224,7 @@ func (t *task) takeCheckpoint(ctx context.Context, id int64, pos *checkpoint.Sou
 		}
 	}
 	t.lastID = max(t.lastID, id)
-	t.log.Debug("checkpoint taken", "checkpoint", id, "state_bytes", len(j.state))
+	t.log.Debug("checkpoint taken", "checkpoint", id)
 	return t.up.submit(ctx, j)
 }
 

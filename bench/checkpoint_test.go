@@ -20,11 +20,11 @@ import (
 // one-second checkpoints.
 const checkpointInputSize = 64 << 20
 
-// BenchmarkWordCountCheckpoints runs the word count at parallelism 2 with
+// BenchmarkCheckpointsWordCount runs the word count at parallelism 2 with
 // checkpoints every second and, in the same run, without checkpoints, on
 // the same input; x_checkpointed is the throughput with checkpoints as a
 // fraction of the throughput without (target ≥ 0.95: at most 5% lost).
-func BenchmarkWordCountCheckpoints(b *testing.B) {
+func BenchmarkCheckpointsWordCount(b *testing.B) {
 	wasm := clustertest.Guest(b, "examples/wordcount")
 	in := filepath.Join(b.TempDir(), "input.txt")
 	if err := clustertest.GenerateText(in, checkpointInputSize, 3); err != nil {

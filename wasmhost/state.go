@@ -573,55 +573,59 @@ func (f *Frozen) WriteTo(w io.Writer) (int64, error) {
 }
 
 // Encode returns the copy's snapshot bytes, as WriteTo writes them.
-func (f *Frozen) Encode() []byte {
-	groups := f.groups
-	if f.base != nil {
-		groups = make([][]entry, len(f.base))
-		for g, m := range f.base {
-			groups[g] = make([]entry, 0, len(m))
-			for k, v := range m {
-				groups[g] = append(groups[g], entry{k: k, v: v})
-			}
-		}
-	}
-	size := 4 + 4*4 + 4 + 4 + 4
-	for _, es := range append(groups, f.ops) {
-		size += 12
-		for _, e := range es {
-			size += 8 + len(e.k) + len(e.v)
-		}
-	}
-	b := make([]byte, 0, size)
+func (f *Frozen) Encode() []byte { return f.AppendTo(nil) }
+
+// AppendTo appends the copy's snapshot bytes to dst: a caller that keeps
+// its buffer from one checkpoint to the next allocates nothing.
+func (f *Frozen) AppendTo(dst []byte) []byte {
+	b := dst
+	base := len(b)
 	u32 := func(v uint32) { b = binary.LittleEndian.AppendUint32(b, v) }
 	blob := func(v string) { u32(uint32(len(v))); b = append(b, v...) }
-	kvs := func(es []entry) {
-		u32(uint32(len(es)))
-		for _, e := range es {
-			blob(e.k)
-			u32(uint32(len(e.v)))
-			b = append(b, e.v...)
-		}
+	pair := func(k string, v []byte) {
+		blob(k)
+		u32(uint32(len(v)))
+		b = append(b, v...)
 	}
 	b = append(b, snapshotMagic...)
 	u32(snapshotVersion)
 	u32(uint32(f.maxP))
 	u32(uint32(f.start))
 	u32(uint32(f.end))
-	kvs(f.ops)
-	for g, es := range groups {
-		tks := f.timers[g]
-		if len(es) == 0 && len(tks) == 0 {
+	u32(uint32(len(f.ops)))
+	for _, e := range f.ops {
+		pair(e.k, e.v)
+	}
+	for g, tks := range f.timers {
+		var n int
+		if f.base != nil {
+			n = len(f.base[g])
+		} else {
+			n = len(f.groups[g])
+		}
+		if n == 0 && len(tks) == 0 {
 			continue
 		}
 		u32(uint32(f.start + g))
-		kvs(es)
+		u32(uint32(n))
+		if f.base != nil {
+			// Straight from the maps the Frozen holds: no copy of the
+			// entries.
+			for k, v := range f.base[g] {
+				pair(k, v)
+			}
+		} else {
+			for _, e := range f.groups[g] {
+				pair(e.k, e.v)
+			}
+		}
 		u32(uint32(len(tks)))
 		for _, k := range tks {
 			blob(k)
 		}
 	}
 	u32(endOfGroups)
-	u32(crc32.ChecksumIEEE(b))
+	u32(crc32.ChecksumIEEE(b[base:]))
 	return b
 }
 

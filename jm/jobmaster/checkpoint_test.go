@@ -554,15 +554,15 @@ func TestRestartRestoresLatestCheckpointAndResumesSplits(t *testing.T) {
 		}
 		got = append(got, s)
 	}
-	// a was read; b is cut to its unread rest (from the newline before
-	// byte 40) and comes first; c is untouched.
-	if want := []Split{{"in/b", 39, 61}, {"in/c", 0, 50}}; fmt.Sprint(got) != fmt.Sprint(want) {
+	// a was read; b is cut to its unread rest (from byte 40, the first
+	// unread line) and comes first; c is untouched.
+	if want := []Split{{"in/b", 40, 60}, {"in/c", 0, 50}}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("splits after restore %v, want %v", got, want)
 	}
 	// The counter goes on: the next checkpoint of attempt 1 is 3.
 	h.checkpoint(t, 3, checkpoint.StatusCompleted)
 	m := readMeta(t, st, cpDir(3))
-	if fmt.Sprint(m.Sources[1]) != fmt.Sprint(toCheckpointSplits([]Split{{"in/b", 39, 61}, {"in/c", 0, 50}})) {
+	if fmt.Sprint(m.Sources[1]) != fmt.Sprint(toCheckpointSplits([]Split{{"in/b", 40, 60}, {"in/c", 0, 50}})) {
 		t.Fatalf("sources of checkpoint 3 (base is the restored splits) %v", m.Sources)
 	}
 }

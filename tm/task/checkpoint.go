@@ -60,6 +60,7 @@ type uploadJob struct {
 
 type uploader struct {
 	t      *task
+	buf    []byte // the encoded state of the checkpoint being uploaded
 	jobs   chan *uploadJob
 	done   chan struct{}
 	ctx    context.Context
@@ -142,8 +143,9 @@ func (u *uploader) handle(j *uploadJob) {
 	ack := checkpoint.Ack{ExecutionID: t.spec.ExecutionID, CheckpointID: j.id, Source: j.source}
 	if j.state != nil {
 		// Encoding here, not at the barrier, keeps the task processing.
-		snap := j.state.Encode()
+		u.buf = j.state.AppendTo(u.buf[:0]) // one buffer for every checkpoint
 		j.state.Release()
+		snap := u.buf
 		key, err := t.stateKey(j.id)
 		if err == nil && t.deps.Blob == nil {
 			err = errNoStore

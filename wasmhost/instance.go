@@ -66,7 +66,7 @@ type Instance struct {
 	countsMu sync.Mutex
 	counts   map[string]int64
 
-	stats struct{ calls, allocs, emits, hostCalls atomic.Int64 }
+	stats struct{ calls, allocs, emits, hostCalls, demoted atomic.Int64 }
 }
 
 // instKey is the context key under which calls into the guest carry their
@@ -79,6 +79,9 @@ type CallStats struct {
 	Allocs    int64 // of which sluice_alloc and sluice_free
 	Emits     int64 // emit calls from the guest
 	HostCalls int64 // all host function calls from the guest, including Emits
+	// Demoted are calls that ran past hogAfter, whose thread was lowered
+	// to the weakest priority until they returned (see hog.go).
+	Demoted int64
 }
 
 // Stats returns how often the instance crossed the boundary so far.
@@ -86,6 +89,7 @@ func (in *Instance) Stats() CallStats {
 	return CallStats{
 		Calls: in.stats.calls.Load(), Allocs: in.stats.allocs.Load(),
 		Emits: in.stats.emits.Load(), HostCalls: in.stats.hostCalls.Load(),
+		Demoted: in.stats.demoted.Load(),
 	}
 }
 
@@ -324,7 +328,9 @@ func (in *Instance) call(ctx context.Context, name string, fn api.Function, stac
 	in.stats.calls.Add(1)
 	in.deadline.begin(in.lim.CallTimeout)
 	stopWatching := context.AfterFunc(ctx, in.deadline.cancel)
+	hog := watchHog(&in.stats.demoted)
 	err := fn.CallWithStack(context.WithValue(ctx, instKey{}, in), stack)
+	hog.end()
 	stopWatching()
 	hit, cancelled := in.deadline.end()
 	if err != nil {

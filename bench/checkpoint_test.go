@@ -37,16 +37,9 @@ func BenchmarkCheckpointsWordCount(b *testing.B) {
 	}
 	ctx := context.Background()
 	args := []string{"--input", in}
-	inputs, err := cluster.StageInputs(ctx, c.Blob(), cluster.DefaultTenant, args)
-	if err != nil {
-		b.Fatal(err)
-	}
-	digest, err := cl.UploadModule(ctx, wasm)
-	if err != nil {
-		b.Fatal(err)
-	}
-	runOnce := func(config map[string]string) (time.Duration, string) {
-		spec := client.JobSpec{ModuleDigest: digest, Args: args, Parallelism: 2, Config: cluster.InputsConfig(config, inputs)}
+	plain := jobSpec(b, c, cl, wasm, args, nil)
+	checkpointed := jobSpec(b, c, cl, wasm, args, map[string]string{checkpoint.KeyInterval: "1s"})
+	runOnce := func(spec client.JobSpec) (time.Duration, string) {
 		t0 := time.Now()
 		id, err := cl.SubmitJob(ctx, spec)
 		if err != nil {
@@ -58,7 +51,7 @@ func BenchmarkCheckpointsWordCount(b *testing.B) {
 		}
 		return time.Since(t0), id
 	}
-	runOnce(nil) // warm-up: compile the module
+	runOnce(plain) // warm-up: compile the module
 
 	var off, on time.Duration
 	var completed int
@@ -66,9 +59,9 @@ func BenchmarkCheckpointsWordCount(b *testing.B) {
 	b.SetBytes(checkpointInputSize)
 	b.ResetTimer()
 	for b.Loop() {
-		d, _ := runOnce(nil)
+		d, _ := runOnce(plain)
 		off += d
-		d, id := runOnce(map[string]string{checkpoint.KeyInterval: "1s"})
+		d, id := runOnce(checkpointed)
 		on += d
 		cps, err := cl.ListCheckpoints(ctx, id)
 		if err != nil {

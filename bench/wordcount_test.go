@@ -59,6 +59,22 @@ func nativeWordCount(path string) ([]string, error) {
 	return out, nil
 }
 
+// jobSpec stages args' --input files and uploads wasm once, and returns a
+// spec at parallelism 2 with config (nil for none) that re-runs the job.
+func jobSpec(b *testing.B, c *cluster.Cluster, cl *client.Client, wasm []byte, args []string, config map[string]string) client.JobSpec {
+	b.Helper()
+	ctx := context.Background()
+	inputs, err := cluster.StageInputs(ctx, c.Blob(), cluster.DefaultTenant, args)
+	if err != nil {
+		b.Fatal(err)
+	}
+	digest, err := cl.UploadModule(ctx, wasm)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return client.JobSpec{ModuleDigest: digest, Args: args, Parallelism: 2, Config: cluster.InputsConfig(config, inputs)}
+}
+
 func setup(b *testing.B, slots int) (*cluster.Cluster, *client.Client, []byte, string) {
 	b.Helper()
 	wasm := clustertest.Guest(b, "examples/wordcount")
@@ -99,15 +115,7 @@ func BenchmarkWordCountP2(b *testing.B) {
 	if d := clustertest.Diff(want, clustertest.Lines(r.Records)); d != "" {
 		b.Fatalf("cluster and native word counts differ:\n%s", d)
 	}
-	inputs, err := cluster.StageInputs(ctx, c.Blob(), cluster.DefaultTenant, args)
-	if err != nil {
-		b.Fatal(err)
-	}
-	digest, err := cl.UploadModule(ctx, wasm)
-	if err != nil {
-		b.Fatal(err)
-	}
-	spec := client.JobSpec{ModuleDigest: digest, Args: args, Parallelism: 2, Config: cluster.InputsConfig(nil, inputs)}
+	spec := jobSpec(b, c, cl, wasm, args, nil)
 
 	var native, clustered time.Duration
 	b.SetBytes(inputSize)
@@ -149,18 +157,11 @@ func BenchmarkSubmitToFirstRecord(b *testing.B) {
 	if err := os.WriteFile(tiny, []byte("hello sluice hello\n"), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	args := []string{"--input", tiny}
-	inputs, err := cluster.StageInputs(ctx, c.Blob(), cluster.DefaultTenant, args)
-	if err != nil {
-		b.Fatal(err)
-	}
-	digest, err := cl.UploadModule(ctx, wasm)
-	if err != nil {
-		b.Fatal(err)
-	}
+	spec := jobSpec(b, c, cl, wasm, []string{"--input", tiny}, nil)
+	spec.Parallelism = 1
 	run := func() time.Duration {
 		t0 := time.Now()
-		id, err := cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Args: args, Parallelism: 1, Config: cluster.InputsConfig(nil, inputs)})
+		id, err := cl.SubmitJob(ctx, spec)
 		if err != nil {
 			b.Fatal(err)
 		}

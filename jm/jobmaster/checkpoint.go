@@ -221,16 +221,7 @@ func (jm *JobMaster) Checkpoints() []checkpoint.Stats {
 //     checkpoint or pending directories (the checkpoint aborts).
 //   - ErrFailedPrecondition: the job has ended.
 func (jm *JobMaster) AcknowledgeCheckpoint(ctx context.Context, f FencingToken, a checkpoint.Ack) error {
-	reply := make(chan error, 1)
-	if !jm.send(evAck{f: f, a: a, reply: reply}) {
-		return jm.endedError()
-	}
-	select {
-	case err := <-reply:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return jm.ask(ctx, func(reply chan error) any { return evAck{f: f, a: a, reply: reply} })
 }
 
 // DeclineCheckpoint records that a task could not take a checkpoint; the
@@ -240,16 +231,7 @@ func (jm *JobMaster) AcknowledgeCheckpoint(ctx context.Context, f FencingToken, 
 //
 // As AcknowledgeCheckpoint.
 func (jm *JobMaster) DeclineCheckpoint(ctx context.Context, f FencingToken, d checkpoint.Decline) error {
-	reply := make(chan error, 1)
-	if !jm.send(evDecline{f: f, d: d, reply: reply}) {
-		return jm.endedError()
-	}
-	select {
-	case err := <-reply:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return jm.ask(ctx, func(reply chan error) any { return evDecline{f: f, d: d, reply: reply} })
 }
 
 // handleCheckpoint dispatches the coordinator's events; false when ev is

@@ -442,8 +442,14 @@ func (jm *JobMaster) Cancel(ctx context.Context) error {
 //   - ErrNotFound: no such execution in this attempt.
 //   - ErrFailedPrecondition: the job has ended.
 func (jm *JobMaster) UpdateTaskState(ctx context.Context, u TaskUpdate) error {
+	return jm.ask(ctx, func(reply chan error) any { return evUpdate{u: u, reply: reply} })
+}
+
+// ask sends the loop the event ev makes around a reply channel and waits
+// for the answer, or for ctx; a job that has ended answers endedError.
+func (jm *JobMaster) ask(ctx context.Context, ev func(reply chan error) any) error {
 	reply := make(chan error, 1)
-	if !jm.send(evUpdate{u: u, reply: reply}) {
+	if !jm.send(ev(reply)) {
 		return jm.endedError()
 	}
 	select {

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/threadprio"
 )
 
 // A guest call that runs longer than hogAfter has its OS thread lowered to
@@ -13,24 +15,10 @@ import (
 // yields the cores to every other task instead of taking one for the whole
 // deadline. A normal call handles one batch in milliseconds and is never
 // touched. Go cannot preempt compiled Wasm, so the host cannot pause the
-// guest itself; the kernel's scheduler can (per-thread nice values on
-// Linux; elsewhere a no-op). See docs/RATIONALE.md.
-//
-// The spinning guest also holds one of the Go scheduler's Ps (GOMAXPROCS)
-// for as long as it runs, which a lower priority does not give back: with
-// two Ps, the rest of the process would be left one. So a demoted call
-// lends its P: GOMAXPROCS goes up by one until the call returns.
+// guest itself; the kernel's scheduler can (internal/threadprio, which also
+// lends the spinning call's Go scheduler P to the rest of the process). See
+// docs/RATIONALE.md.
 const hogAfter = 20 * time.Millisecond
-
-// procsMu serializes the read-modify-write of GOMAXPROCS by demoted calls
-// of every Runtime in the process (GOMAXPROCS is the process's).
-var procsMu sync.Mutex
-
-func addProcs(delta int) {
-	procsMu.Lock()
-	defer procsMu.Unlock()
-	runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + delta)
-}
 
 // hogWatch watches one call. The calling goroutine is locked to its thread
 // for the call, so the thread the watch demotes is the guest's.
@@ -46,14 +34,13 @@ type hogWatch struct {
 // make; demotions counts the calls demoted.
 func watchHog(demotions *atomic.Int64) *hogWatch {
 	runtime.LockOSThread()
-	h := &hogWatch{tid: threadID()}
+	h := &hogWatch{tid: threadprio.Self()}
 	h.timer = time.AfterFunc(hogAfter, func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		if !h.done && setThreadNice(h.tid, hogNice) == nil {
+		if !h.done && threadprio.Lower(h.tid) == nil {
 			h.demoted = true
 			demotions.Add(1)
-			addProcs(1)
 		}
 	})
 	return h
@@ -71,8 +58,7 @@ func (h *hogWatch) end() {
 		runtime.UnlockOSThread()
 		return
 	}
-	addProcs(-1)
-	if setThreadNice(h.tid, 0) == nil {
+	if threadprio.Raise(h.tid) == nil {
 		runtime.UnlockOSThread()
 	}
 }

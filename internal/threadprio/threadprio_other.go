@@ -1,0 +1,11 @@
+//go:build !linux
+
+package threadprio
+
+import "errors"
+
+const weakest = 19
+
+func threadID() int { return 0 }
+
+func setNice(int, int) error { return errors.New("thread priorities are not supported here") }

@@ -137,6 +137,10 @@ func Validate(g *Graph, defaultParallelism, maxParallelismLimit int) error {
 				bad("%s: unknown connector %q (known: %s, %s, %s)", vname(v), v.Connector, ConnectorText, ConnectorCollect, ConnectorFile)
 			case k != v.Kind:
 				bad("%s: connector %q is a %s, not a %s", vname(v), v.Connector, k, v.Kind)
+			case v.Connector == ConnectorFile:
+				if why := badSinkPath(v.Config["path"]); why != "" {
+					bad("%s: file sink path %q %s: use a relative path such as \"results/wordcount\"", vname(v), v.Config["path"], why)
+				}
 			}
 		}
 	}
@@ -277,4 +281,24 @@ func findCycle(g *Graph) []int {
 		}
 	}
 	return nil
+}
+
+// badSinkPath says what is wrong with a file sink's path, or "": it names a
+// directory under the tenant's files, so it must be relative, without
+// empty, "." or ".." segments. (The TaskManager checks it against the blob
+// key rules too.)
+func badSinkPath(p string) string {
+	p = strings.TrimSuffix(p, "/")
+	switch {
+	case p == "":
+		return "is empty"
+	case strings.HasPrefix(p, "/"):
+		return "is absolute"
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return fmt.Sprintf("has a %q segment", seg)
+		}
+	}
+	return ""
 }

@@ -71,9 +71,16 @@ func TestValidate(t *testing.T) {
 			}
 		}, ""},
 		{"fan out and union", func(g *Graph) {
-			g.Vertices = append(g.Vertices, Vertex{ID: 6, Name: "copy", Kind: KindSink, Connector: ConnectorFile})
+			g.Vertices = append(g.Vertices, Vertex{ID: 6, Name: "copy", Kind: KindSink, Connector: ConnectorFile, Config: map[string]string{"path": "out/copy"}})
 			g.Edges = append(g.Edges, Edge{Source: 4, Target: 6, Partitioner: Broadcast})
 		}, ""},
+		{"file sink without path", func(g *Graph) { g.Vertices[4].Connector = ConnectorFile }, `file sink path "" is empty`},
+		{"file sink absolute path", func(g *Graph) {
+			g.Vertices[4].Connector, g.Vertices[4].Config = ConnectorFile, map[string]string{"path": "/etc/out"}
+		}, "is absolute"},
+		{"file sink escaping path", func(g *Graph) {
+			g.Vertices[4].Connector, g.Vertices[4].Config = ConnectorFile, map[string]string{"path": "out/../../b"}
+		}, `has a ".." segment`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -117,7 +124,7 @@ func TestChains(t *testing.T) {
 		}, []Chain{{Vertices: []int{1, 2, 3}, Parallelism: 2}, {Vertices: []int{4}, Parallelism: 2}, {Vertices: []int{5}, Parallelism: 1}}},
 		{"fan out breaks a chain", func() *Graph {
 			g := wordcount()
-			g.Vertices = append(g.Vertices, Vertex{ID: 6, Kind: KindSink, Connector: ConnectorFile})
+			g.Vertices = append(g.Vertices, Vertex{ID: 6, Kind: KindSink, Connector: ConnectorFile, Config: map[string]string{"path": "out"}})
 			g.Edges = append(g.Edges, Edge{Source: 2, Target: 6, Partitioner: Forward})
 			return g
 		}, []Chain{{Vertices: []int{1, 2}, Parallelism: 2}, {Vertices: []int{3}, Parallelism: 2}, {Vertices: []int{4, 5}, Parallelism: 2}, {Vertices: []int{6}, Parallelism: 2}}},

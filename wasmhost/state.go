@@ -24,8 +24,9 @@ import (
 // # Notes
 //
 // Methods are safe for concurrent use, but a consistent checkpoint needs
-// Snapshot to run between Barrier and the next call into the guest. To
-// upload asynchronously, Snapshot into a buffer first.
+// Snapshot (or Freeze) to run between Barrier and the next call into the
+// guest. To encode and upload while the task goes on, Freeze there and
+// encode the Frozen copy elsewhere.
 type State struct {
 	mu         sync.Mutex
 	maxP       int

@@ -21,10 +21,10 @@ import (
 // (through Control), at its next safe point; a task with inputs takes it
 // when barrier N has arrived on every input channel (aligned). Either way:
 //
-//	guest barrier hooks ─▶ snapshot State into memory ─▶ close the file-sink part
-//	     ─▶ barrier N on every output ─▶ (background) upload ─▶ Ack or Decline
+//	guest barrier hooks ─▶ freeze State (copy-on-write) ─▶ close the file-sink part
+//	     ─▶ barrier N on every output ─▶ (background) encode, upload ─▶ Ack or Decline
 //
-// Processing goes on while the snapshot uploads. One upload goroutine per
+// Processing goes on while the snapshot is encoded and uploaded. One upload goroutine per
 // task handles checkpoints in order, so acknowledgements leave in
 // checkpoint order, and Run waits for it, so the last one leaves before the
 // task's final state and nothing is written after Run returns.
@@ -201,8 +201,9 @@ func (t *task) declineLater(ctx context.Context, id int64, reason string) error 
 }
 
 // takeCheckpoint runs the synchronous part of checkpoint id: the guest's
-// barrier hooks, the snapshot into memory, the file-sink part, the barrier
-// downstream; the upload and the answer follow in the background. pos is a
+// barrier hooks, the state's freeze, the file-sink part, the barrier
+// downstream; the encoding, the upload and the answer follow in the
+// background. pos is a
 // text source's position (already flushed to the guest).
 func (t *task) takeCheckpoint(ctx context.Context, id int64, pos *checkpoint.SourcePosition) error {
 	j := &uploadJob{id: id, source: pos}

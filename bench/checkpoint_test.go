@@ -174,3 +174,78 @@ func BenchmarkCheckpointLargeState(b *testing.B) {
 	b.ReportMetric(float64(size)/1e6, "state_MB")
 	b.ReportMetric(float64(native)/float64(cpTime), "x_native")
 }
+
+// BenchmarkCheckpointsExactlyOnce runs the exactly-once example (16 keys,
+// 16M records, unthrottled, final state collected) at parallelism 2 with
+// checkpoints every second and without, alternating which runs first:
+// x_checkpointed as in BenchmarkCheckpointsWordCount (target ≥ 0.95). Its
+// keyed state is small, so this is the cost of barriers and alignment.
+func BenchmarkCheckpointsExactlyOnce(b *testing.B) {
+	const keys, perKey = 16, 1_000_000
+	wasm := clustertest.Guest(b, "examples/exactlyonce")
+	c := clustertest.Start(b, cluster.Config{TaskManagers: 1, Slots: 2})
+	cl, err := c.Client()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	args := []string{"--keys", fmt.Sprint(keys), "--per-key", fmt.Sprint(perKey)}
+	plain := jobSpec(b, c, cl, wasm, args, nil)
+	checkpointed := jobSpec(b, c, cl, wasm, args, map[string]string{checkpoint.KeyInterval: "1s"})
+	want := make([]string, 0, keys)
+	for k := range keys {
+		want = append(want, fmt.Sprintf("k%d\t%d\t%d\t0", k, perKey, perKey))
+	}
+	slices.Sort(want)
+	run := func(spec client.JobSpec) (time.Duration, string) {
+		t0 := time.Now()
+		id, err := cl.SubmitJob(ctx, spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := cl.WaitJob(ctx, id)
+		if err != nil || r.State != client.StateFinished {
+			b.Fatalf("job %s: %v %s %s", id, err, r.State, r.Failure)
+		}
+		if d := clustertest.Diff(want, clustertest.Lines(r.Records)); d != "" {
+			b.Fatalf("job %s: final state:\n%s", id, d)
+		}
+		return time.Since(t0), id
+	}
+	run(plain) // warm-up: compile the module
+
+	var off, on time.Duration
+	var ratios []float64
+	completed := 0
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		var dOff, dOn time.Duration
+		var id string
+		if i%2 == 0 {
+			dOff, _ = run(plain)
+			dOn, id = run(checkpointed)
+		} else {
+			dOn, id = run(checkpointed)
+			dOff, _ = run(plain)
+		}
+		off, on = off+dOff, on+dOn
+		ratios = append(ratios, float64(dOff)/float64(dOn))
+		cps, err := cl.ListCheckpoints(ctx, id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, cp := range cps {
+			if cp.Status == "COMPLETED" {
+				completed++
+			}
+		}
+	}
+	if completed == 0 {
+		b.Fatal("no checkpoint completed: the comparison would mean nothing")
+	}
+	slices.Sort(ratios)
+	b.ReportMetric(float64(off)/float64(on), "x_checkpointed")
+	b.ReportMetric(ratios[len(ratios)/2], "x_checkpointed_median")
+	b.ReportMetric(float64(completed)/float64(b.N), "checkpoints/run")
+	b.ReportMetric(float64(keys*perKey)/(float64(on)/float64(b.N))*1e9/1e6, "Mrecords/s")
+}

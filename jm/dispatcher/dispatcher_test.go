@@ -181,12 +181,19 @@ func TestSubmitRejectsBadJobsBeforeAskingForSlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A savepoint taken with 64 key groups; the jobs declare 128.
+	if err := checkpoint.WriteMetadata(ctx, f.store, "tenants/default/savepoints/sp-64/", &checkpoint.Metadata{
+		JobID: "old", Tenant: DefaultTenant, ID: 3, Savepoint: true, MaxParallelism: 64,
+	}); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		sub  Submission
 		is   error
 		msg  string
 	}{
+		{"savepoint of other key groups", Submission{Args: []string{"ok"}, FromSavepoint: "sp-64"}, rpcerr.ErrInvalidArgument, "taken with max parallelism 64 but the job declares 128"},
 		{"cycle", Submission{Args: []string{"cycle"}}, jobgraph.ErrInvalidGraph, "cycle through vertices"},
 		{"dangling edge", Submission{Args: []string{"dangling"}}, jobgraph.ErrInvalidGraph, "edge 2->9: no vertex 9"},
 		{"negative parallelism", Submission{Args: []string{"negative"}}, jobgraph.ErrInvalidGraph, "parallelism -1 is negative"},
@@ -199,6 +206,10 @@ func TestSubmitRejectsBadJobsBeforeAskingForSlots(t *testing.T) {
 		{"default parallelism negative", Submission{Args: []string{"ok"}, Parallelism: -2}, rpcerr.ErrInvalidArgument, "parallelism -2"},
 		{"plan trapped", Submission{}, rpcerr.ErrInvalidArgument, "guest plan trapped: index out of range\nwasm stack"},
 		{"bad restart config", Submission{Args: []string{"ok"}, Config: map[string]string{"restart-strategy.fixed-delay.attempts": "lots"}}, rpcerr.ErrInvalidArgument, "attempts=\"lots\""},
+		{"bad checkpoint interval", Submission{Args: []string{"ok"}, Config: map[string]string{"execution.checkpointing.interval": "often"}}, rpcerr.ErrInvalidArgument, `execution.checkpointing.interval="often"`},
+		{"bad guest clock", Submission{Args: []string{"ok"}, Config: map[string]string{"sandbox.clock": "sundial"}}, rpcerr.ErrInvalidArgument, `sandbox.clock="sundial"`},
+		{"unknown savepoint", Submission{Args: []string{"ok"}, FromSavepoint: "sp-nope"}, rpcerr.ErrNotFound, `savepoint "sp-nope" not found`},
+		{"crafted savepoint id", Submission{Args: []string{"ok"}, FromSavepoint: "../b/savepoints/x"}, rpcerr.ErrInvalidArgument, "savepoint id"},
 		{"bad digest", Submission{ModuleDigest: "sha1-abc", Args: []string{"ok"}}, rpcerr.ErrInvalidArgument, `module digest "sha1-abc"`},
 		{"unknown module", Submission{ModuleDigest: blob.Digest([]byte("other")), Args: []string{"ok"}}, rpcerr.ErrModuleNotFound, "not found: upload it first"},
 		{"missing input", Submission{Args: []string{"text"}}, rpcerr.ErrNotFound, `input "in/": no object`},

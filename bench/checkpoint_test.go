@@ -37,63 +37,15 @@ func BenchmarkCheckpointsWordCount(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx := context.Background()
 	args := []string{"--input", in}
 	plain := jobSpec(b, c, cl, wasm, args, nil)
 	checkpointed := jobSpec(b, c, cl, wasm, args, map[string]string{checkpoint.KeyInterval: "1s"})
-	runOnce := func(spec client.JobSpec) (time.Duration, string) {
-		t0 := time.Now()
-		id, err := cl.SubmitJob(ctx, spec)
-		if err != nil {
-			b.Fatal(err)
-		}
-		r, err := cl.WaitJob(ctx, id)
-		if err != nil || r.State != client.StateFinished {
-			b.Fatalf("job %s: %v %s %s", id, err, r.State, r.Failure)
-		}
-		return time.Since(t0), id
-	}
-	runOnce(plain) // warm-up: compile the module
-
-	var off, on time.Duration
-	var completed int
-	var stateBytes int64
+	runJob(b, cl, plain) // warm-up: compile the module
 	b.SetBytes(checkpointInputSize)
 	b.ResetTimer()
-	var ratios []float64
-	for i := 0; b.Loop(); i++ {
-		// Alternate which goes first, so neither always meets a warmer or
-		// a busier machine.
-		var dOff, dOn time.Duration
-		var id string
-		if i%2 == 0 {
-			dOff, _ = runOnce(plain)
-			dOn, id = runOnce(checkpointed)
-		} else {
-			dOn, id = runOnce(checkpointed)
-			dOff, _ = runOnce(plain)
-		}
-		off, on = off+dOff, on+dOn
-		ratios = append(ratios, float64(dOff)/float64(dOn))
-		cps, err := cl.ListCheckpoints(ctx, id)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, cp := range cps {
-			if cp.Status == "COMPLETED" {
-				completed++
-				stateBytes = max(stateBytes, cp.Size)
-			}
-		}
-	}
-	if completed == 0 {
-		b.Fatal("no checkpoint completed: the comparison would mean nothing")
-	}
-	slices.Sort(ratios)
-	b.ReportMetric(float64(off)/float64(on), "x_checkpointed")
-	b.ReportMetric(ratios[len(ratios)/2], "x_checkpointed_median")
-	b.ReportMetric(float64(completed)/float64(b.N), "checkpoints/run")
-	b.ReportMetric(float64(stateBytes)/1e6, "max_state_MB")
+	cmp := compareCheckpoints(b, cl, plain, checkpointed, nil)
+	cmp.report(b)
+	b.ReportMetric(float64(cmp.stateBytes)/1e6, "max_state_MB")
 }
 
 // BenchmarkCheckpointLargeState measures a checkpoint of about 100 MB of
@@ -188,7 +140,6 @@ func BenchmarkCheckpointsExactlyOnce(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx := context.Background()
 	args := []string{"--keys", fmt.Sprint(keys), "--per-key", fmt.Sprint(perKey)}
 	plain := jobSpec(b, c, cl, wasm, args, nil)
 	checkpointed := jobSpec(b, c, cl, wasm, args, map[string]string{checkpoint.KeyInterval: "1s"})
@@ -197,55 +148,91 @@ func BenchmarkCheckpointsExactlyOnce(b *testing.B) {
 		want = append(want, fmt.Sprintf("k%d\t%d\t%d\t0", k, perKey, perKey))
 	}
 	slices.Sort(want)
-	run := func(spec client.JobSpec) (time.Duration, string) {
-		t0 := time.Now()
-		id, err := cl.SubmitJob(ctx, spec)
-		if err != nil {
-			b.Fatal(err)
-		}
-		r, err := cl.WaitJob(ctx, id)
-		if err != nil || r.State != client.StateFinished {
-			b.Fatalf("job %s: %v %s %s", id, err, r.State, r.Failure)
-		}
+	check := func(r client.JobResult) {
 		if d := clustertest.Diff(want, clustertest.Lines(r.Records)); d != "" {
-			b.Fatalf("job %s: final state:\n%s", id, d)
+			b.Fatalf("job %s: final state:\n%s", r.ID, d)
 		}
-		return time.Since(t0), id
 	}
-	run(plain) // warm-up: compile the module
-
-	var off, on time.Duration
-	var ratios []float64
-	completed := 0
+	check(runJob(b, cl, plain)) // warm-up: compile the module
 	b.ResetTimer()
+	cmp := compareCheckpoints(b, cl, plain, checkpointed, check)
+	cmp.report(b)
+	b.ReportMetric(float64(keys*perKey)/(float64(cmp.on)/float64(b.N))*1e9/1e6, "Mrecords/s")
+}
+
+// runJob submits spec, waits for it, fails the benchmark unless it
+// FINISHED, and returns its result.
+func runJob(b *testing.B, cl *client.Client, spec client.JobSpec) client.JobResult {
+	b.Helper()
+	ctx := context.Background()
+	id, err := cl.SubmitJob(ctx, spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := cl.WaitJob(ctx, id)
+	if err != nil || r.State != client.StateFinished {
+		b.Fatalf("job %s: %v %s %s", id, err, r.State, r.Failure)
+	}
+	return r
+}
+
+// comparison is a run of the same job with and without checkpoints.
+type comparison struct {
+	off, on    time.Duration
+	ratios     []float64 // per iteration, off ÷ on
+	completed  int       // checkpoints completed over all iterations
+	stateBytes int64     // the largest checkpoint
+}
+
+// compareCheckpoints runs plain and checkpointed once per benchmark
+// iteration, alternating which goes first so neither always meets a warmer
+// or busier machine, and checks each result with check (when set).
+func compareCheckpoints(b *testing.B, cl *client.Client, plain, checkpointed client.JobSpec, check func(client.JobResult)) comparison {
+	b.Helper()
+	var c comparison
+	timed := func(spec client.JobSpec) (time.Duration, client.JobResult) {
+		t0 := time.Now()
+		r := runJob(b, cl, spec)
+		d := time.Since(t0)
+		if check != nil {
+			check(r)
+		}
+		return d, r
+	}
 	for i := 0; b.Loop(); i++ {
 		var dOff, dOn time.Duration
-		var id string
+		var r client.JobResult
 		if i%2 == 0 {
-			dOff, _ = run(plain)
-			dOn, id = run(checkpointed)
+			dOff, _ = timed(plain)
+			dOn, r = timed(checkpointed)
 		} else {
-			dOn, id = run(checkpointed)
-			dOff, _ = run(plain)
+			dOn, r = timed(checkpointed)
+			dOff, _ = timed(plain)
 		}
-		off, on = off+dOff, on+dOn
-		ratios = append(ratios, float64(dOff)/float64(dOn))
-		cps, err := cl.ListCheckpoints(ctx, id)
+		c.off, c.on = c.off+dOff, c.on+dOn
+		c.ratios = append(c.ratios, float64(dOff)/float64(dOn))
+		cps, err := cl.ListCheckpoints(context.Background(), r.ID)
 		if err != nil {
 			b.Fatal(err)
 		}
 		for _, cp := range cps {
 			if cp.Status == "COMPLETED" {
-				completed++
+				c.completed++
+				c.stateBytes = max(c.stateBytes, cp.Size)
 			}
 		}
 	}
-	if completed == 0 {
+	if c.completed == 0 {
 		b.Fatal("no checkpoint completed: the comparison would mean nothing")
 	}
-	slices.Sort(ratios)
-	b.ReportMetric(float64(off)/float64(on), "x_checkpointed")
-	b.ReportMetric(ratios[len(ratios)/2], "x_checkpointed_median")
-	b.ReportMetric(float64(completed)/float64(b.N), "checkpoints/run")
-	b.ReportMetric(float64(keys*perKey)/(float64(on)/float64(b.N))*1e9/1e6, "Mrecords/s")
+	return c
+}
+
+// report reports x_checkpointed (over all iterations and the median of
+// the iterations' ratios) and the checkpoints per run.
+func (c comparison) report(b *testing.B) {
+	slices.Sort(c.ratios)
+	b.ReportMetric(float64(c.off)/float64(c.on), "x_checkpointed")
+	b.ReportMetric(c.ratios[len(c.ratios)/2], "x_checkpointed_median")
+	b.ReportMetric(float64(c.completed)/float64(b.N), "checkpoints/run")
 }

@@ -130,14 +130,7 @@ func BenchmarkWordCountP2(b *testing.B) {
 		b.StartTimer()
 
 		t1 := time.Now()
-		id, err := cl.SubmitJob(ctx, spec)
-		if err != nil {
-			b.Fatal(err)
-		}
-		r, err := cl.WaitJob(ctx, id)
-		if err != nil || r.State != client.StateFinished {
-			b.Fatalf("job %s: %v %s %s", id, err, r.State, r.Failure)
-		}
+		runJob(b, cl, spec)
 		clustered += time.Since(t1)
 	}
 	b.ReportMetric(float64(native)/float64(clustered), "x_native")
@@ -152,7 +145,6 @@ func BenchmarkWordCountP2(b *testing.B) {
 // result. It is an upper bound of submit-to-first-record for any job.
 func BenchmarkSubmitToFirstRecord(b *testing.B) {
 	c, cl, wasm, _ := setup(b, 2)
-	ctx := context.Background()
 	tiny := filepath.Join(b.TempDir(), "tiny.txt")
 	if err := os.WriteFile(tiny, []byte("hello sluice hello\n"), 0o644); err != nil {
 		b.Fatal(err)
@@ -161,13 +153,8 @@ func BenchmarkSubmitToFirstRecord(b *testing.B) {
 	spec.Parallelism = 1
 	run := func() time.Duration {
 		t0 := time.Now()
-		id, err := cl.SubmitJob(ctx, spec)
-		if err != nil {
-			b.Fatal(err)
-		}
-		r, err := cl.WaitJob(ctx, id)
-		if err != nil || r.State != client.StateFinished || len(r.Records) == 0 {
-			b.Fatalf("job %s: %v %s %s (%d records)", id, err, r.State, r.Failure, len(r.Records))
+		if r := runJob(b, cl, spec); len(r.Records) == 0 {
+			b.Fatalf("job %s: no records", r.ID)
 		}
 		return time.Since(t0)
 	}

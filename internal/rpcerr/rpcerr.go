@@ -99,6 +99,10 @@ var (
 	ErrJobNotFound error = &sentinel{"job not found"}
 	// ErrModuleNotFound: no module with that digest (NOT_FOUND).
 	ErrModuleNotFound error = &sentinel{"module not found"}
+	// ErrUnreachable: a call failed on the network — no connection to the
+	// peer, or one that broke during the call (UNAVAILABLE). FromCall
+	// returns it; it never comes from a server.
+	ErrUnreachable error = &sentinel{"unreachable"}
 )
 
 // mapping is one row of the table.
@@ -118,6 +122,7 @@ var table = [...]mapping{
 	{jobgraph.ErrInvalidGraph, CodeInvalidArgument, "INVALID_JOB_GRAPH"},
 	{ErrJobNotFound, CodeNotFound, "JOB_NOT_FOUND"},
 	{ErrModuleNotFound, CodeNotFound, "MODULE_NOT_FOUND"},
+	{ErrUnreachable, CodeUnavailable, "UNREACHABLE"},
 	{context.DeadlineExceeded, CodeDeadlineExceeded, ""},
 	{context.Canceled, CodeUnavailable, "CANCELED"},
 

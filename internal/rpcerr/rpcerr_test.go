@@ -91,8 +91,21 @@ func TestFromCallTransport(t *testing.T) {
 		t.Fatalf("timeout: %v", err)
 	}
 	err = rpcerr.FromCall(fmt.Errorf("dial: %w", kerrors.ErrGetConnection))
-	if !errors.Is(err, rpcerr.ErrUnavailable) || rpcerr.CodeOf(err) != rpcerr.CodeUnavailable {
-		t.Fatalf("transport: %v", err)
+	if !errors.Is(err, rpcerr.ErrUnreachable) || !errors.Is(err, rpcerr.ErrUnavailable) || rpcerr.CodeOf(err) != rpcerr.CodeUnavailable {
+		t.Fatalf("no connection: %v", err)
+	}
+	err = rpcerr.FromCall(fmt.Errorf("read: %w", kerrors.ErrRemoteOrNetwork))
+	if !errors.Is(err, rpcerr.ErrUnreachable) {
+		t.Fatalf("broken connection: %v", err)
+	}
+	err = rpcerr.FromCall(errors.New("undeclared exception"))
+	if errors.Is(err, rpcerr.ErrUnreachable) || !errors.Is(err, rpcerr.ErrUnavailable) {
+		t.Fatalf("undeclared error: %v", err)
+	}
+	// A server's own UNAVAILABLE (its blob store is down, say) does not
+	// make it unreachable.
+	if errors.Is(roundTrip(rpcerr.Errorf(rpcerr.ErrUnavailable, "blob store down")), rpcerr.ErrUnreachable) {
+		t.Fatal("a declared UNAVAILABLE reads as unreachable")
 	}
 }
 

@@ -48,9 +48,10 @@ func FromWire(se *common.SluiceError) error {
 
 // FromCall converts the error a generated Kitex client method returned: the
 // declared exception becomes its local form (FromWire); a timeout becomes
-// ErrDeadlineExceeded; any other transport failure (refused connection,
-// broken stream, a peer that sent an undeclared error) becomes ErrUnavailable
-// wrapping the original. It returns nil for nil.
+// ErrDeadlineExceeded; a network failure (no connection, or one that broke
+// during the call) becomes ErrUnreachable; any other transport failure (a
+// peer that sent an undeclared error, say) becomes ErrUnavailable wrapping
+// the original. It returns nil for nil.
 func FromCall(err error) error {
 	if err == nil {
 		return nil
@@ -65,6 +66,9 @@ func FromCall(err error) error {
 	}
 	if kerrors.IsTimeoutError(err) {
 		return &Error{Code: CodeDeadlineExceeded, Message: "rpc: " + err.Error(), cause: err}
+	}
+	if errors.Is(err, kerrors.ErrGetConnection) || errors.Is(err, kerrors.ErrRemoteOrNetwork) {
+		return &Error{Code: CodeUnavailable, Reason: "UNREACHABLE", Message: "rpc: " + err.Error(), cause: err}
 	}
 	return &Error{Code: CodeUnavailable, Message: "rpc: " + err.Error(), cause: err}
 }

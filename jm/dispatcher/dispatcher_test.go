@@ -59,7 +59,8 @@ func (p *countingPool) RequestSlots(ctx context.Context, job string, n int) ([]r
 	p.mu.Unlock()
 	return nil, rpcerr.NotEnoughSlots(n, 0)
 }
-func (p *countingPool) ReleaseSlots(...string) {}
+func (p *countingPool) ReleaseSlots(...string)   {}
+func (p *countingPool) ReportUnreachable(string) {}
 func (p *countingPool) Overview() resourcemanager.Overview {
 	return resourcemanager.Overview{SlotsTotal: 4, SlotsFree: 4}
 }

@@ -790,6 +790,7 @@ func (jm *JobMaster) onDeployed(ev evDeployed) {
 		if execTerminal(x.state) {
 			break
 		}
+		jm.noteCallErr(x.slot, ev.err)
 		msg := fmt.Sprintf("deploy to task manager %s (%s): %v", x.slot.ResourceID, x.slot.RPCAddress, ev.err)
 		jm.execEnded(x, ExecFailed, msg)
 		jm.fail(x, msg)
@@ -921,12 +922,13 @@ func (jm *JobMaster) cancelExec(x *execution) {
 	}
 	x.cancelSent = true
 	x.state = ExecCanceling
-	addr, id, f := x.slot.RPCAddress, x.id, jm.fencing()
+	slot, id, f := x.slot, x.id, jm.fencing()
 	jm.goBG(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), jm.cfg.RPCTimeout)
 		defer cancel()
-		if err := jm.cfg.Gateway.CancelTask(ctx, addr, f, id); err != nil {
-			jm.log.Warn("cancel task failed", "execution", id, "tm_address", addr, "err", err)
+		if err := jm.cfg.Gateway.CancelTask(ctx, slot.RPCAddress, f, id); err != nil {
+			jm.log.Warn("cancel task failed", "execution", id, "tm_address", slot.RPCAddress, "err", err)
+			jm.noteCallErr(slot, err)
 		}
 	})
 }
@@ -1170,9 +1172,19 @@ func (jm *JobMaster) releaseSlots(slots []resourcemanager.Slot) {
 			defer cancel()
 			if err := jm.cfg.Gateway.FreeSlot(ctx, s.RPCAddress, s.AllocationID); err != nil {
 				jm.log.Warn("free slot failed", "allocation", s.AllocationID, "tm", s.ResourceID, "err", err)
+				jm.noteCallErr(s, err)
 			}
 			jm.cfg.Slots.ReleaseSlots(s.AllocationID)
 		})
+	}
+}
+
+// noteCallErr tells the ResourceManager when a call failed because s's
+// TaskManager could not be reached, so that a restart does not get its
+// slots again before the heartbeat timeout declares it dead.
+func (jm *JobMaster) noteCallErr(s resourcemanager.Slot, err error) {
+	if errors.Is(err, rpcerr.ErrUnreachable) {
+		jm.cfg.Slots.ReportUnreachable(s.ResourceID)
 	}
 }
 

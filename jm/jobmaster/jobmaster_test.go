@@ -109,12 +109,19 @@ func (g *fakeGateway) snapshot() (deploys []Deployment, cancels, frees []string)
 
 // fakePool hands out slots on TaskManagers tm0..tmN round robin.
 type fakePool struct {
-	mu       sync.Mutex
-	tms      int
-	n        int
-	live     map[string]bool
-	err      error
-	requests int
+	mu          sync.Mutex
+	tms         int
+	n           int
+	live        map[string]bool
+	err         error
+	requests    int
+	unreachable []string
+}
+
+func (p *fakePool) ReportUnreachable(tm string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.unreachable = append(p.unreachable, tm)
 }
 
 func (p *fakePool) RequestSlots(ctx context.Context, job string, n int) ([]resourcemanager.Slot, error) {
@@ -496,6 +503,31 @@ func TestDeployFailureRestartsThenFails(t *testing.T) {
 		t.Fatalf("failure %q restarts %d", r.Failure, r.Restarts)
 	}
 	testutil.Eventually(t, 5*time.Second, func() bool { return h.pool.held() == 0 }, "slots still held")
+	if h.pool.unreachable != nil {
+		t.Errorf("a refused deploy reported %v unreachable", h.pool.unreachable)
+	}
+}
+
+// A deploy that cannot connect to its TaskManager tells the ResourceManager,
+// so the restart does not get that TaskManager's slots again.
+func TestUnreachableTaskManagerIsReported(t *testing.T) {
+	h := start(t, wordcount(2, 2), func(c *Config, g *fakeGateway, _ *fakePool) {
+		g.failDep = func(d Deployment) error {
+			if strings.HasPrefix(d.AllocationID, "alloc-tm1") {
+				return rpcerr.Errorf(rpcerr.ErrUnreachable, "rpc: dial tcp 127.0.0.1:1: connection refused")
+			}
+			return nil
+		}
+	})
+	r := h.wait(t, Failed)
+	if !strings.Contains(r.Failure, "deploy to task manager tm1") {
+		t.Fatalf("failure %q", r.Failure)
+	}
+	h.pool.mu.Lock()
+	defer h.pool.mu.Unlock()
+	if len(h.pool.unreachable) == 0 || slices.ContainsFunc(h.pool.unreachable, func(tm string) bool { return tm != "tm1" }) {
+		t.Fatalf("reported unreachable: %v, want tm1", h.pool.unreachable)
+	}
 }
 
 func TestNoSlotsFailsTheJob(t *testing.T) {

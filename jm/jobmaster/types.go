@@ -124,6 +124,9 @@ type TaskExecutorGateway interface {
 type SlotPool interface {
 	RequestSlots(ctx context.Context, jobID string, n int) ([]resourcemanager.Slot, error)
 	ReleaseSlots(allocationIDs ...string)
+	// ReportUnreachable says a call to the TaskManager failed on the network
+	// (rpcerr.ErrUnreachable): its slots are held back until it heartbeats.
+	ReportUnreachable(resourceID string)
 }
 
 // TenantSlotPool is a SlotPool that shares slots fairly between tenants;

@@ -313,6 +313,20 @@ func (rm *ResourceManager) ReleaseSlots(allocationIDs ...string) {
 	rm.mu.Unlock()
 }
 
+// ReportUnreachable tells the ResourceManager that a connection to a
+// TaskManager failed. Its free slots are held back until it heartbeats
+// again, so a job restarting after that TaskManager died is not deployed
+// to it again before the heartbeat timeout declares it dead (Flink's
+// heartbeat.rpc-failure-threshold plays the same part).
+func (rm *ResourceManager) ReportUnreachable(resourceID string) {
+	rm.mu.Lock()
+	known := rm.sm.MarkUnreachable(resourceID, rm.cfg.Now())
+	rm.mu.Unlock()
+	if known {
+		rm.log.Warn("task manager unreachable: its slots are held back until it heartbeats again", "tm", resourceID)
+	}
+}
+
 // Overview describes the cluster's TaskManagers and slots.
 func (rm *ResourceManager) Overview() Overview {
 	rm.mu.Lock()

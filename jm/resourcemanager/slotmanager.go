@@ -93,15 +93,28 @@ type Stale struct {
 //	   └──────────── DEAD ◄────────────────┘
 //	     (forgotten at once: every allocation is released
 //	      and the JobMasters using them are told)
+//
+// A REGISTERED TaskManager that a JobMaster could not connect to
+// (MarkUnreachable) offers no free slots until its next heartbeat.
 type taskManager struct {
 	TaskManagerInfo
 	allocs   map[string]string // allocation id -> job id, as the SlotManager assigned
 	reported map[string]string // allocations the last slot report showed that allocs lacks
 	order    int               // registration order, to break ties deterministically
+	// unreachableAt is when a JobMaster last failed to connect to the
+	// TaskManager; until a later heartbeat its free slots are not handed
+	// out (it is most likely dead and about to time out).
+	unreachableAt time.Time
 }
 
 func (t *taskManager) used() int { return len(t.allocs) + len(t.reported) }
-func (t *taskManager) free() int { return max(t.Slots-t.used(), 0) }
+
+func (t *taskManager) free() int {
+	if !t.unreachableAt.IsZero() {
+		return 0
+	}
+	return max(t.Slots-t.used(), 0)
+}
 
 // SlotManager is the ResourceManager's bookkeeping: registered TaskManagers,
 // their slots, and which job holds each allocation. It is pure logic — no
@@ -297,7 +310,21 @@ func (m *SlotManager) Heartbeat(h Heartbeat, now time.Time) (known bool, stale [
 		return false, nil
 	}
 	tm.LastHeartbeat = now
+	if now.After(tm.unreachableAt) {
+		tm.unreachableAt = time.Time{}
+	}
 	return true, m.reconcile(tm, h.SlotReport)
+}
+
+// MarkUnreachable records that a connection to the TaskManager failed at
+// now: none of its slots are free until it heartbeats after now. It
+// returns false for an unknown TaskManager.
+func (m *SlotManager) MarkUnreachable(resourceID string, now time.Time) bool {
+	tm, ok := m.tms[resourceID]
+	if ok {
+		tm.unreachableAt = now
+	}
+	return ok
 }
 
 // Expire declares dead every TaskManager whose last heartbeat (or

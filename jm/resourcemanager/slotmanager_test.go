@@ -243,3 +243,47 @@ func TestReRegisterOfLiveTaskManager(t *testing.T) {
 		t.Fatalf("free = %d", m.Free())
 	}
 }
+
+// A TaskManager a JobMaster could not reach offers no slots until it
+// heartbeats again; released allocations on it stay unused meanwhile.
+func TestUnreachableHoldsSlotsUntilHeartbeat(t *testing.T) {
+	m := NewSlotManager(10*time.Second, seqIDs())
+	id1, _, _, _ := m.Register(reg("tm1", 2), t0)
+	m.Register(reg("tm2", 2), t0)
+	slots, err := m.Allocate("job", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.MarkUnreachable("nope", t0) {
+		t.Error("an unknown TaskManager was marked")
+	}
+	if !m.MarkUnreachable("tm1", t0.Add(time.Second)) {
+		t.Fatal("tm1 unknown")
+	}
+	m.Release(allocationIDs(slots)...)
+	if m.Free() != 2 {
+		t.Fatalf("free = %d, want tm2's 2", m.Free())
+	}
+	if _, err := m.Allocate("job", 3); err == nil || err.Error() != "not enough slots: need 3, free 2" {
+		t.Fatalf("allocate 3 = %v", err)
+	}
+	got, err := m.Allocate("job", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range got {
+		if s.ResourceID != "tm1" {
+			continue
+		}
+		t.Fatalf("allocated %v on the unreachable tm1", s)
+	}
+	// A heartbeat from the moment of the report does not clear it; a later one does.
+	m.Heartbeat(Heartbeat{ResourceID: "tm1", RegistrationID: id1}, t0.Add(time.Second))
+	if m.Free() != 0 {
+		t.Fatalf("free = %d before a later heartbeat", m.Free())
+	}
+	m.Heartbeat(Heartbeat{ResourceID: "tm1", RegistrationID: id1}, t0.Add(2*time.Second))
+	if m.Free() != 2 {
+		t.Fatalf("free = %d after tm1 heartbeated again, want 2", m.Free())
+	}
+}

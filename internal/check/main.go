@@ -1,12 +1,20 @@
 // Command check is the project's one test command: `go run ./internal/check`.
 //
 // It runs what CI runs, in order: gofmt, go vet (host and wasip1), the Kitex
-// generation check, the wasip1 build of sdk/guest, and `go test -race ./...`
-// with a real MinIO server it installs (once, into the user cache directory,
-// keyed by version), starts on a free loopback port with a temporary data
-// directory, and stops whatever happens.
+// generation check, the wasip1 build of sdk/guest, the C toolchain check, and
+// `go test -race ./...` with a real MinIO server it installs (once, into the
+// user cache directory, keyed by version), starts on a free loopback port
+// with a temporary data directory, and stops whatever happens.
 //
-// -run and -pkgs narrow the test step; -no-lint skips the checks before it.
+// The C toolchain check makes sure clang can build wasm32-wasi guests. When
+// it cannot and the command runs as root with apt-get, it installs the
+// Debian packages guestbuild.CDebianPackages names and fails if clang still
+// cannot; otherwise it warns that the C guest tests will be skipped. When
+// clang works, the tests run with SLUICE_REQUIRE_CLANG=1, so the C guest
+// tests fail rather than skip.
+//
+// -run and -pkgs narrow the test step; -no-lint skips gofmt, vet, the
+// generation check and the sdk/guest build.
 package main
 
 import (
@@ -24,6 +32,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/guestbuild"
 )
 
 // minioVersion is the pinned MinIO server; bumping it builds a new cached binary.
@@ -68,6 +78,12 @@ func check(ctx context.Context, runPattern, pkgs string, lint bool) error {
 		}
 	}
 
+	step("C toolchain")
+	haveC, err := cToolchain(ctx, root)
+	if err != nil {
+		return fmt.Errorf("C toolchain: %w", err)
+	}
+
 	step("MinIO")
 	bin, err := ensureMinIO(ctx)
 	if err != nil {
@@ -95,7 +111,55 @@ func check(ctx context.Context, runPattern, pkgs string, lint bool) error {
 		"SLUICE_TEST_S3_SECRET_KEY="+srv.password,
 		"SLUICE_MINIO_BIN="+bin,
 	)
+	if haveC {
+		cmd.Env = append(cmd.Env, guestbuild.RequireCEnv+"=1")
+	}
 	return cmd.Run()
+}
+
+// cToolchain makes sure clang can build C guests and reports whether it can.
+// It installs the packages with apt-get when it may (root, apt-get on PATH)
+// and fails only when it tried and clang still cannot; otherwise a missing
+// toolchain is a warning, and the C guest tests skip.
+func cToolchain(ctx context.Context, root string) (bool, error) {
+	err := guestbuild.CToolchain(ctx)
+	if err == nil {
+		fmt.Fprintln(os.Stderr, "check: clang builds wasm32-wasi guests; the C guest tests will run")
+		return true, nil
+	}
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	install := append([]string{"install", "-y", "-q", "--no-install-recommends"}, strings.Fields(guestbuild.CDebianPackages)...)
+	if _, lookErr := exec.LookPath("apt-get"); os.Geteuid() != 0 || lookErr != nil {
+		fmt.Fprintf(os.Stderr, "check: WARNING: %v\n", err)
+		fmt.Fprintf(os.Stderr, "check: WARNING: the C guest tests will be skipped; to run them, install the packages as root: apt-get %s\n",
+			strings.Join(install, " "))
+		return false, nil
+	}
+	fmt.Fprintf(os.Stderr, "check: %v\n", err)
+	// Noninteractive, so a package that asks a debconf question cannot hang the run.
+	env := []string{"DEBIAN_FRONTEND=noninteractive"}
+	fmt.Fprintf(os.Stderr, "check: apt-get %s\n", strings.Join(install, " "))
+	if _, err := runIn(ctx, root, env, "apt-get", install...); err != nil {
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		// The package lists may be stale or absent (a fresh container); refresh once.
+		fmt.Fprintf(os.Stderr, "check: %v\ncheck: apt-get install failed; running apt-get update -q and retrying\n", err)
+		if _, err := runIn(ctx, root, env, "apt-get", "update", "-q"); err != nil {
+			return false, err
+		}
+		fmt.Fprintf(os.Stderr, "check: apt-get %s\n", strings.Join(install, " "))
+		if _, err := runIn(ctx, root, env, "apt-get", install...); err != nil {
+			return false, err
+		}
+	}
+	if err := guestbuild.CToolchain(ctx); err != nil {
+		return false, fmt.Errorf("clang still cannot build wasm32-wasi guests after apt-get install: %w", err)
+	}
+	fmt.Fprintln(os.Stderr, "check: installed the C toolchain; the C guest tests will run")
+	return true, nil
 }
 
 func step(name string) { fmt.Fprintf(os.Stderr, "check: == %s\n", name) }

@@ -1,10 +1,18 @@
-// Package guestbuild compiles a Go package directory into a Sluice guest
-// module: `go build -buildmode=c-shared` for GOOS=wasip1 GOARCH=wasm,
-// cached by a hash of every source file the package depends on, so a second
-// build of unchanged sources costs one `go list`.
+// Package guestbuild compiles a guest directory into a Sluice guest module,
+// a wasm reactor cached under <cache>/<hash>.wasm:
+//
+//   - A directory with .go files (tests aside) is a Go main package, built
+//     with `go build -buildmode=c-shared` for GOOS=wasip1 GOARCH=wasm and
+//     hashed over every source file the package depends on, so a second
+//     build of unchanged sources costs one `go list`.
+//   - A directory with .c files and no .go files but tests is a C guest
+//     (docs/ABI.md section 9), built with `clang --target=wasm32-wasi -O2
+//     -mexec-model=reactor` from every .c file in it and hashed over
+//     clang's version, the flags and every .c and .h file in it.
 //
 // The CLI (`sluice plan`, `sluice run`) and the tests use it; it shells out
-// to the go command on PATH.
+// to the go command and clang on PATH. [CToolchain] reports whether clang
+// can build C guests, and what to install when it cannot.
 package guestbuild
 
 import (
@@ -22,13 +30,36 @@ import (
 	"strings"
 )
 
-// Build compiles the main package in dir to a wasip1 reactor module and
-// returns the path of the .wasm file in the cache directory
-// (<user cache>/sluice/guests, or the temp directory when there is none).
+// CDebianPackages are the Debian packages that give clang a wasm32-wasi
+// target: the compiler, the wasm linker, the C library and the compiler
+// runtime. Error messages name them; `go run ./internal/check` installs them.
+const CDebianPackages = "clang lld wasi-libc libclang-rt-14-dev-wasm32"
+
+// RequireCEnv is the environment variable [CRequired] reads.
+const RequireCEnv = "SLUICE_REQUIRE_CLANG"
+
+// ErrNoCToolchain is wrapped by the errors of [CToolchain], and of [Build]
+// for a C guest, when clang is missing or cannot build a wasm32-wasi
+// reactor. A C guest that merely fails to compile does not wrap it.
+var ErrNoCToolchain = errors.New("no C toolchain for wasm32-wasi")
+
+// clangFlags are the flags of every C guest build; they are part of the
+// hash. Clang runs in the guest directory, so "-I ." finds its headers and
+// nothing in the command depends on where the directory is.
+var clangFlags = []string{"--target=wasm32-wasi", "-O2", "-mexec-model=reactor", "-I", "."}
+
+// Build compiles the guest in dir to a reactor module and returns the path
+// of the .wasm file in the cache directory (<user cache>/sluice/guests, or
+// the temp directory when there is none). A directory with .go files
+// (tests aside) is built as a Go main package; one with .c files and no .go
+// files but tests as a C guest.
 //
 // # Errors
 //
-// The go command's output is part of the error when the build fails.
+// The go command's or clang's output is part of the error when the build
+// fails. A directory with neither .go nor .c files is an error. For a C
+// guest, the error wraps [ErrNoCToolchain] and names the packages to install
+// when clang is missing or cannot target wasm32-wasi.
 func Build(ctx context.Context, dir string) (wasmPath string, err error) {
 	cache, err := cacheDir()
 	if err != nil {
@@ -48,10 +79,110 @@ func BuildTo(ctx context.Context, dir, cache string) (string, error) {
 	} else if !st.IsDir() {
 		return "", fmt.Errorf("build guest: %s is not a directory", dir)
 	}
-	sum, err := sourceHash(ctx, abs)
+	src, err := listSources(abs)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("build guest: %w", err)
 	}
+	switch {
+	case src.hasGo:
+		return buildGo(ctx, dir, abs, cache)
+	case len(src.c) > 0:
+		return buildC(ctx, dir, abs, cache, src)
+	default:
+		return "", fmt.Errorf("build guest %s: the directory has no .go or .c files; a guest is a Go main package or C sources", dir)
+	}
+}
+
+// CToolchain reports whether clang can build a wasm32-wasi reactor, by
+// building a small C file that uses the C library in a temporary directory
+// and removing it.
+//
+// # Errors
+//
+// The error wraps [ErrNoCToolchain] and names [CDebianPackages]; it holds
+// clang's output when clang is on PATH but the build fails.
+func CToolchain(ctx context.Context) error {
+	const probe = `#include <stdlib.h>
+#include <string.h>
+
+__attribute__((export_name("probe"))) char *probe(unsigned n) {
+	char *p = malloc(n);
+	if (p) memset(p, 0, n);
+	return p;
+}
+`
+	tmp, err := os.MkdirTemp("", "sluice-cprobe-")
+	if err != nil {
+		return fmt.Errorf("check C toolchain: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	if err := os.WriteFile(filepath.Join(tmp, "probe.c"), []byte(probe), 0o644); err != nil {
+		return fmt.Errorf("check C toolchain: %w", err)
+	}
+	out := filepath.Join(tmp, "probe.wasm")
+	args := append(append([]string{}, clangFlags...), "-o", out, "probe.c")
+	if _, err := clangCmd(ctx, tmp, args...); err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return fmt.Errorf("check C toolchain: %w", ctxErr)
+		}
+		return toolchainError(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		return fmt.Errorf("check C toolchain: %w", err)
+	}
+	if !bytes.HasPrefix(b, []byte("\x00asm")) {
+		return fmt.Errorf("%w: clang did not write a wasm module; install the Debian packages %s", ErrNoCToolchain, CDebianPackages)
+	}
+	return nil
+}
+
+// CRequired reports whether the environment variable SLUICE_REQUIRE_CLANG
+// is "1". Tests that need clang skip when [CToolchain] fails, unless
+// CRequired, when they fail instead: `go run ./internal/check` sets it once
+// it has made sure the toolchain works, so a broken toolchain cannot turn
+// the C guest tests into silent skips.
+func CRequired() bool { return os.Getenv(RequireCEnv) == "1" }
+
+func cacheDir() (string, error) {
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "sluice", "guests"), nil
+	}
+	return filepath.Join(os.TempDir(), "sluice-guests"), nil
+}
+
+// sources are the guest source files at the top of a directory, by name.
+type sources struct {
+	hasGo bool
+	c, h  []string // sorted
+}
+
+func listSources(dir string) (sources, error) {
+	ents, err := os.ReadDir(dir) // sorted by name
+	if err != nil {
+		return sources{}, err
+	}
+	var s sources
+	for _, e := range ents {
+		if e.IsDir() {
+			continue
+		}
+		switch filepath.Ext(e.Name()) {
+		case ".go":
+			// Tests (the host runs them) do not make a C guest a Go one.
+			s.hasGo = s.hasGo || !strings.HasSuffix(e.Name(), "_test.go")
+		case ".c":
+			s.c = append(s.c, e.Name())
+		case ".h":
+			s.h = append(s.h, e.Name())
+		}
+	}
+	return s, nil
+}
+
+// cached returns <cache>/<sum>.wasm, calling build to write it to a
+// temporary file in cache first when it does not exist.
+func cached(cache, sum string, build func(tmp string) error) (string, error) {
 	out := filepath.Join(cache, sum+".wasm")
 	if _, err := os.Stat(out); err == nil {
 		return out, nil
@@ -65,8 +196,8 @@ func BuildTo(ctx context.Context, dir, cache string) (string, error) {
 	}
 	tmp.Close()
 	defer os.Remove(tmp.Name())
-	if _, err := goCmd(ctx, abs, "build", "-buildmode=c-shared", "-trimpath", "-o", tmp.Name(), "."); err != nil {
-		return "", fmt.Errorf("build guest %s: %w", dir, err)
+	if err := build(tmp.Name()); err != nil {
+		return "", err
 	}
 	// Rename is atomic, so a concurrent build or an interrupted one never
 	// leaves a partial module under the final name.
@@ -76,11 +207,69 @@ func BuildTo(ctx context.Context, dir, cache string) (string, error) {
 	return out, nil
 }
 
-func cacheDir() (string, error) {
-	if d, err := os.UserCacheDir(); err == nil {
-		return filepath.Join(d, "sluice", "guests"), nil
+func buildGo(ctx context.Context, dir, abs, cache string) (string, error) {
+	sum, err := sourceHash(ctx, abs)
+	if err != nil {
+		return "", err
 	}
-	return filepath.Join(os.TempDir(), "sluice-guests"), nil
+	return cached(cache, sum, func(tmp string) error {
+		if _, err := goCmd(ctx, abs, "build", "-buildmode=c-shared", "-trimpath", "-o", tmp, "."); err != nil {
+			return fmt.Errorf("build guest %s: %w", dir, err)
+		}
+		return nil
+	})
+}
+
+func buildC(ctx context.Context, dir, abs, cache string, src sources) (string, error) {
+	sum, err := cHash(ctx, abs, src)
+	if err != nil {
+		return "", fmt.Errorf("build guest %s: %w", dir, err)
+	}
+	return cached(cache, sum, func(tmp string) error {
+		args := append(append(append([]string{}, clangFlags...), "-o", tmp), src.c...)
+		_, err := clangCmd(ctx, abs, args...)
+		if err == nil {
+			return nil
+		}
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return fmt.Errorf("build guest %s: %w", dir, ctxErr)
+		}
+		// Tell a broken toolchain from broken sources, so the error says
+		// what to install only when installing would help.
+		if tcErr := CToolchain(ctx); tcErr != nil {
+			return fmt.Errorf("build guest %s: %w", dir, tcErr)
+		}
+		return fmt.Errorf("build guest %s: %w", dir, err)
+	})
+}
+
+// cHash hashes clang's version, the flags and the name and contents of
+// every .c and .h file in dir. A header included from outside dir is not
+// part of it.
+func cHash(ctx context.Context, dir string, src sources) (string, error) {
+	ver, err := clangCmd(ctx, dir, "--version")
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return "", ctxErr
+		}
+		return "", toolchainError(err)
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "c guest\nclang %d\n", len(ver))
+	h.Write(ver)
+	fmt.Fprintf(h, "flags %q\n", clangFlags)
+	names := append(append([]string{}, src.c...), src.h...)
+	sort.Strings(names)
+	for _, name := range names {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return "", err
+		}
+		// Lengths keep one file's end from passing for the next one's name.
+		fmt.Fprintf(h, "file %q %d\n", name, len(b))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:32], nil
 }
 
 // sourceHash hashes the toolchain version and the contents of every file of
@@ -139,4 +328,30 @@ func goCmd(ctx context.Context, dir string, args ...string) ([]byte, error) {
 		return nil, fmt.Errorf("go %s: %w", args[0], err)
 	}
 	return stdout.Bytes(), nil
+}
+
+// clangCmd runs clang in dir and returns its standard output. Its error
+// wraps [exec.ErrNotFound] when clang is not on PATH and holds clang's
+// standard error when it ran and failed.
+func clangCmd(ctx context.Context, dir string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "clang", args...)
+	cmd.Dir = dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		if msg := strings.TrimSpace(stderr.String()); msg != "" {
+			return nil, fmt.Errorf("clang: %w\n%s", err, msg)
+		}
+		return nil, fmt.Errorf("clang: %w", err)
+	}
+	return stdout.Bytes(), nil
+}
+
+// toolchainError turns a failed clang run into an error that says what to
+// install, keeping clang's output when it ran.
+func toolchainError(err error) error {
+	if errors.Is(err, exec.ErrNotFound) {
+		return fmt.Errorf("%w: clang is not on PATH; install the Debian packages %s", ErrNoCToolchain, CDebianPackages)
+	}
+	return fmt.Errorf("%w: clang cannot build a wasm32-wasi reactor; install the Debian packages %s\n%v", ErrNoCToolchain, CDebianPackages, err)
 }

@@ -124,6 +124,22 @@ func Guest(t testing.TB, rel string) []byte {
 	return b
 }
 
+// CGuest is Guest for a C guest directory. Without a C toolchain for
+// wasm32-wasi it skips the test, unless guestbuild.CRequired (the test
+// command found or installed the toolchain), when it fails it.
+func CGuest(t testing.TB, rel string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := guestbuild.CToolchain(ctx); err != nil {
+		if guestbuild.CRequired() {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	return Guest(t, rel)
+}
+
 // RunJob stages the job's --input files in store, uploads wasm, submits
 // the job and waits for its end.
 func RunJob(ctx context.Context, cl *client.Client, store blob.Store, wasm []byte, args []string, parallelism int) (string, client.JobResult, error) {

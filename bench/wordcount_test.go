@@ -77,7 +77,11 @@ func jobSpec(b *testing.B, c *cluster.Cluster, cl *client.Client, wasm []byte, a
 
 func setup(b *testing.B, slots int) (*cluster.Cluster, *client.Client, []byte, string) {
 	b.Helper()
-	wasm := clustertest.Guest(b, "examples/wordcount")
+	return setupWith(b, slots, clustertest.Guest(b, "examples/wordcount"))
+}
+
+func setupWith(b *testing.B, slots int, wasm []byte) (*cluster.Cluster, *client.Client, []byte, string) {
+	b.Helper()
 	in := filepath.Join(b.TempDir(), "input.txt")
 	if err := clustertest.GenerateText(in, inputSize, 1); err != nil {
 		b.Fatal(err)
@@ -90,14 +94,26 @@ func setup(b *testing.B, slots int) (*cluster.Cluster, *client.Client, []byte, s
 	return c, cl, wasm, in
 }
 
-// BenchmarkWordCountP2 runs the word count at parallelism 2 on an embedded
-// cluster and, in the same run, the single-goroutine native word count on
-// the same input. ns/op and MB/s are the cluster's, from SubmitJob to the
-// result (the module uploaded and compiled and the input staged once,
-// before timing, as a client re-running a job would find them); x_native is
-// the cluster's throughput as a fraction of native Go's (target ≥ 0.25).
+// BenchmarkWordCountP2 runs the word count (examples/wordcount, Go) at
+// parallelism 2 on an embedded cluster and, in the same run, the
+// single-goroutine native word count on the same input. ns/op and MB/s are
+// the cluster's, from SubmitJob to the result (the module uploaded and
+// compiled and the input staged once, before timing, as a client re-running
+// a job would find them); x_native is the cluster's throughput as a fraction
+// of native Go's (target ≥ 0.25).
 func BenchmarkWordCountP2(b *testing.B) {
-	c, cl, wasm, in := setup(b, 2)
+	benchWordCount(b, clustertest.Guest(b, "examples/wordcount"))
+}
+
+// BenchmarkWordCountCP2 is BenchmarkWordCountP2 with the same job written
+// in C (examples/wordcount-c): the same cluster, exchange and host
+// connectors, with guest code from a compiler that emits fast Wasm.
+func BenchmarkWordCountCP2(b *testing.B) {
+	benchWordCount(b, clustertest.CGuest(b, "examples/wordcount-c"))
+}
+
+func benchWordCount(b *testing.B, wasm []byte) {
+	c, cl, wasm, in := setupWith(b, 2, wasm)
 	ctx := context.Background()
 	args := []string{"--input", in}
 

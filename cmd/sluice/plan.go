@@ -28,13 +28,13 @@ type planFlags struct {
 func newPlanCmd() *cobra.Command {
 	var f planFlags
 	cmd := &cobra.Command{
-		Use:   "plan MODULE_OR_GO_PACKAGE_DIR [-- ARGS]",
+		Use:   "plan MODULE_OR_SOURCE_DIR [-- ARGS]",
 		Short: "Print the job graph a module declares, without a cluster",
 		Long: `Run the module's plan export in a local sandbox with ARGS and print the job
 graph it declares: operators with their kind, parallelism and connector, the
 edges with their partitioner, and how operators chain into tasks at the
-default parallelism -p. A Go package directory is built for wasip1 first
-(cached). Nothing is submitted; no cluster is needed.
+default parallelism -p. A source directory (a Go package, or C files) is
+built first (cached). Nothing is submitted; no cluster is needed.
 
 The graph is validated as a JobManager would; an invalid graph is printed
 along with the problems and the command fails.`,

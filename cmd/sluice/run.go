@@ -41,13 +41,14 @@ type runFlags struct {
 func newRunCmd() *cobra.Command {
 	var f runFlags
 	cmd := &cobra.Command{
-		Use:   "run [--jm ADDR | --local] [-p N] [--detached] MODULE_OR_GO_PACKAGE_DIR [-- ARGS]",
+		Use:   "run [--jm ADDR | --local] [-p N] [--detached] MODULE_OR_SOURCE_DIR [-- ARGS]",
 		Short: "Run a job: build or read the module, upload it and its inputs, submit, print the results",
 		Long: `Run a job on a cluster (--jm, or $SLUICE_JM) or on an embedded cluster started
 for this run only (--local, the default when no JobManager is named).
 
-MODULE_OR_GO_PACKAGE_DIR is a .wasm module, or a Go package directory built
-for wasip1 with the guest SDK (cached). ARGS after -- go to the job unchanged;
+MODULE_OR_SOURCE_DIR is a .wasm module, or a directory built into one (cached):
+a Go package using the guest SDK (for wasip1), or C files written against
+docs/ABI.md (with clang for wasm32-wasi). ARGS after -- go to the job unchanged;
 a local file, directory or glob named after --input is uploaded to the blob
 store (content addressed, so only once) and the job's "inputs" config maps
 the path to its blob key, where the job's text source reads it. On a remote
@@ -200,7 +201,7 @@ func runJob(cmd *cobra.Command, f runFlags, target string, jobArgs []string) err
 	return finish(cmd.OutOrStdout(), stderr, res)
 }
 
-// loadModule reads a .wasm file, or builds a Go package directory.
+// loadModule reads a .wasm file, or builds a Go or C source directory.
 func loadModule(ctx context.Context, target string, stderr io.Writer) ([]byte, error) {
 	st, err := os.Stat(target)
 	if err != nil {

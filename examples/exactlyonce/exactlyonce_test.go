@@ -42,20 +42,6 @@ func run(t *testing.T, cl *client.Client, wasm []byte, p int, config map[string]
 	return id
 }
 
-func wait(t *testing.T, cl *client.Client, id string) client.JobResult {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	r, err := cl.WaitJob(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.State != client.StateFinished {
-		t.Fatalf("job %s ended %s: %s", id, r.State, r.Failure)
-	}
-	return r
-}
-
 // finalState is what an uninterrupted run collects: every key saw its
 // whole sequence once, in order.
 func finalState(keys, perKey int) []string {
@@ -74,7 +60,7 @@ func TestFinalStateUninterrupted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := wait(t, cl, run(t, cl, wasm, 3, nil, "", "--keys", "16", "--per-key", "2000"))
+	r := clustertest.WaitFinished(t, cl, run(t, cl, wasm, 3, nil, "", "--keys", "16", "--per-key", "2000"))
 	if d := clustertest.Diff(finalState(16, 2000), clustertest.Lines(r.Records)); d != "" {
 		t.Fatalf("final state:\n%s", d)
 	}
@@ -109,14 +95,14 @@ func TestSavepointRescale(t *testing.T) {
 	if sp.SavepointID == "" || sp.Status != "COMPLETED" || sp.Size <= 0 {
 		t.Fatalf("savepoint = %+v", sp)
 	}
-	stopped := wait(t, cl, id) // stop-with-savepoint ends FINISHED
+	stopped := clustertest.WaitFinished(t, cl, id) // stop-with-savepoint ends FINISHED
 	if len(stopped.Records) != 0 {
 		t.Errorf("the stopped job collected %d final records; its input never ended", len(stopped.Records))
 	}
 	t.Logf("savepoint %s: checkpoint %d, %d bytes in %v", sp.SavepointID, sp.ID, sp.Size, sp.Duration)
 
 	for _, p := range []int{3, 1} {
-		r := wait(t, cl, run(t, cl, wasm, p, cp, sp.SavepointID, args...))
+		r := clustertest.WaitFinished(t, cl, run(t, cl, wasm, p, cp, sp.SavepointID, args...))
 		if d := clustertest.Diff(finalState(keys, perKey), clustertest.Lines(r.Records)); d != "" {
 			t.Fatalf("resumed at p=%d: final state differs from an uninterrupted run:\n%s", p, d)
 		}
@@ -197,7 +183,7 @@ func TestSlowBarrierExpires(t *testing.T) {
 	cp := map[string]string{checkpoint.KeyInterval: "100ms", checkpoint.KeyTimeout: "300ms", jobgraph.ConfigClock: jobgraph.ClockWall}
 	id := run(t, cl, wasm, 2, cp, "", "--keys", fmt.Sprint(keys), "--per-key", fmt.Sprint(perKey),
 		"--rate", "8000", "--barrier-delay", "800ms", "--out", "slow/out")
-	r := wait(t, cl, id)
+	r := clustertest.WaitFinished(t, cl, id)
 	cps, err := cl.ListCheckpoints(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
@@ -230,7 +216,7 @@ func TestFileSinkExactlyOnce(t *testing.T) {
 	}
 	cp := map[string]string{checkpoint.KeyInterval: "50ms", jobgraph.ConfigClock: jobgraph.ClockWall}
 	id := run(t, cl, wasm, 2, cp, "", "--keys", fmt.Sprint(keys), "--per-key", fmt.Sprint(perKey), "--rate", "20000", "--out", "fs/out")
-	wait(t, cl, id)
+	clustertest.WaitFinished(t, cl, id)
 	cps, _ := cl.ListCheckpoints(context.Background(), id)
 	if !slices.ContainsFunc(cps, func(c client.Checkpoint) bool { return c.Status == "COMPLETED" }) {
 		t.Errorf("no checkpoint completed: %+v", cps)
@@ -292,7 +278,7 @@ func TestMinIOOutage(t *testing.T) {
 		}
 		return completed()[0].ID > before
 	}, "no checkpoint completed after MinIO came back")
-	r := wait(t, cl, id)
+	r := clustertest.WaitFinished(t, cl, id)
 	if v := r.Accumulators["violations"]; v != 0 {
 		t.Errorf("%d sequence violations", v)
 	}

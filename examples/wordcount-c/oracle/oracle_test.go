@@ -8,7 +8,6 @@ package oracle_test
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -20,52 +19,8 @@ import (
 	"github.com/sluicehq/sluice/sdk/client"
 )
 
-func input(t *testing.T, size int64) (string, []string) {
-	t.Helper()
-	in := filepath.Join(t.TempDir(), "input.txt")
-	if err := clustertest.GenerateText(in, size, 1); err != nil {
-		t.Fatal(err)
-	}
-	return in, clustertest.CoreutilsWordCount(t, in)
-}
-
-func wait(t *testing.T, cl *client.Client, id string) client.JobResult {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	r, err := cl.WaitJob(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.State != client.StateFinished {
-		t.Fatalf("job %s ended %s: %s", id, r.State, r.Failure)
-	}
-	return r
-}
-
 func TestWordCountCMatchesCoreutils(t *testing.T) {
-	wasm := clustertest.CGuest(t, "examples/wordcount-c")
-	in, want := input(t, 4<<20)
-	c := clustertest.Start(t, cluster.Config{TaskManagers: 2, Slots: 2})
-	cl, err := c.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range []int{1, 2, 4} {
-		t.Run(fmt.Sprintf("p=%d", p), func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			defer cancel()
-			id, err := clustertest.Submit(ctx, cl, c.Blob(), wasm, []string{"--input", in}, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := wait(t, cl, id)
-			if d := clustertest.Diff(want, clustertest.Lines(r.Records)); d != "" {
-				t.Fatalf("word counts differ from coreutils:\n%s", d)
-			}
-			t.Logf("p=%d: %d distinct words in %v", p, len(r.Records), r.Duration)
-		})
-	}
+	clustertest.CheckWordCount(t, clustertest.CGuest(t, "examples/wordcount-c"))
 }
 
 // TestWordCountCSavepoint stops a p=2 run with a savepoint part-way (the
@@ -75,7 +30,11 @@ func TestWordCountCMatchesCoreutils(t *testing.T) {
 // still exact.
 func TestWordCountCSavepoint(t *testing.T) {
 	wasm := clustertest.CGuest(t, "examples/wordcount-c")
-	in, want := input(t, 32<<20)
+	in := filepath.Join(t.TempDir(), "input.txt")
+	if err := clustertest.GenerateText(in, 32<<20, 1); err != nil {
+		t.Fatal(err)
+	}
+	want := clustertest.CoreutilsWordCount(t, in)
 	c := clustertest.Start(t, cluster.Config{Slots: 6})
 	cl, err := c.Client()
 	if err != nil {
@@ -107,7 +66,7 @@ func TestWordCountCSavepoint(t *testing.T) {
 	if err != nil {
 		t.Fatalf("savepoint (the job may have ended first; make the input larger): %v", err)
 	}
-	if stopped := wait(t, cl, id); len(stopped.Records) != 0 {
+	if stopped := clustertest.WaitFinished(t, cl, id); len(stopped.Records) != 0 {
 		t.Fatalf("the stopped job emitted %d final counts; its input never ended", len(stopped.Records))
 	}
 	t.Logf("savepoint %s: %d bytes", sp.SavepointID, sp.Size)
@@ -115,7 +74,7 @@ func TestWordCountCSavepoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := wait(t, cl, id)
+	r := clustertest.WaitFinished(t, cl, id)
 	if d := clustertest.Diff(want, clustertest.Lines(r.Records)); d != "" {
 		t.Fatalf("word counts after the savepoint differ from coreutils:\n%s", d)
 	}

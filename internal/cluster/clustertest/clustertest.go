@@ -140,6 +140,57 @@ func CGuest(t testing.TB, rel string) []byte {
 	return Guest(t, rel)
 }
 
+// WaitFinished waits up to 3 minutes for job id and fails the test unless
+// it FINISHED.
+func WaitFinished(t testing.TB, cl *client.Client, id string) client.JobResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	r, err := cl.WaitJob(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.State != client.StateFinished {
+		t.Fatalf("job %s ended %s: %s", id, r.State, r.Failure)
+	}
+	return r
+}
+
+// CheckWordCount runs a word count module (examples/wordcount or
+// examples/wordcount-c) over a generated 4 MiB text on two TaskManagers of
+// two slots, at parallelism 1, 2 and 4 (p=4 fills both, so records cross
+// the data port as well as memory), and compares the counts with
+// coreutils'.
+func CheckWordCount(t *testing.T, wasm []byte) {
+	t.Helper()
+	in := filepath.Join(t.TempDir(), "input.txt")
+	if err := GenerateText(in, 4<<20, 1); err != nil {
+		t.Fatal(err)
+	}
+	want := CoreutilsWordCount(t, in)
+	if len(want) < 1000 {
+		t.Fatalf("the oracle found only %d distinct words: the generator is broken", len(want))
+	}
+	c := Start(t, cluster.Config{TaskManagers: 2, Slots: 2})
+	cl, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []int{1, 2, 4} {
+		t.Run(fmt.Sprintf("p=%d", p), func(t *testing.T) {
+			id, err := Submit(context.Background(), cl, c.Blob(), wasm, []string{"--input", in}, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := WaitFinished(t, cl, id)
+			if d := Diff(want, Lines(r.Records)); d != "" {
+				t.Fatalf("word counts differ from coreutils:\n%s", d)
+			}
+			t.Logf("p=%d: %d distinct words in %v", p, len(r.Records), r.Duration)
+		})
+	}
+}
+
 // RunJob stages the job's --input files in store, uploads wasm, submits
 // the job and waits for its end.
 func RunJob(ctx context.Context, cl *client.Client, store blob.Store, wasm []byte, args []string, parallelism int) (string, client.JobResult, error) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -438,5 +439,49 @@ func TestNotEnoughSlotsOverKitex(t *testing.T) {
 	res, err := dc.WaitJob(ctx, &dispatcher.WaitJobRequest{JobId: sub.JobId, TimeoutMs: 10_000})
 	if err != nil || res.Details.Summary.State != "FAILED" || !strings.Contains(res.Details.Failure, "not enough slots: need 3, free 2") {
 		t.Fatalf("%+v %v", res.Details, err)
+	}
+}
+
+// TestUnreachableTaskManagerGetsNoRestart: a TaskManager that died without
+// being declared dead yet (its heartbeat timeout has not passed) refuses
+// the deploys; the restart must not get its slots back and spend the
+// restart attempts on it, but wait for slots and fail for lack of them.
+func TestUnreachableTaskManagerGetsNoRestart(t *testing.T) {
+	s := startJM(t, func(c *jm.Config) {
+		c.Planner = graphPlanner{reduceP: 4}
+		c.HeartbeatTimeout = 5 * time.Second
+		c.SlotRequestTimeout = 300 * time.Millisecond
+	})
+	ctx := context.Background()
+	startTE(t, s.Addr(), "tm-live", 2, true)
+	// tm-dead registered, then its process went away: nothing listens at
+	// its address any more.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := l.Addr().String()
+	l.Close()
+	dc, rc, _ := clients(t, s.Addr())
+	if _, err := rc.RegisterTaskManager(ctx, &resourcemanager.RegisterTaskManagerRequest{
+		ResourceId: "tm-dead", RpcAddress: deadAddr, DataAddress: "127.0.0.1:9", Slots: 2,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	up, _ := dc.UploadModule(ctx, &dispatcher.UploadModuleRequest{Module: fakeWasm})
+	sub, err := dc.SubmitJob(ctx, &dispatcher.SubmitJobRequest{
+		ModuleDigest: up.Digest, Args_: []string{"tenants/default/modules/"},
+		Config: map[string]string{"restart-strategy": "fixed-delay", "restart-strategy.fixed-delay.attempts": "3", "restart-strategy.fixed-delay.delay": "10ms"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := dc.WaitJob(ctx, &dispatcher.WaitJobRequest{JobId: sub.JobId, TimeoutMs: 10_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := res.Details
+	if d.Summary.State != "FAILED" || !strings.Contains(d.Failure, "not enough slots: need 4, free 2") || d.Restarts != 1 {
+		t.Fatalf("job %s after %d restarts: %s", d.Summary.State, d.Restarts, d.Failure)
 	}
 }

@@ -503,6 +503,8 @@ func TestDeployFailureRestartsThenFails(t *testing.T) {
 		t.Fatalf("failure %q restarts %d", r.Failure, r.Restarts)
 	}
 	testutil.Eventually(t, 5*time.Second, func() bool { return h.pool.held() == 0 }, "slots still held")
+	h.pool.mu.Lock()
+	defer h.pool.mu.Unlock()
 	if h.pool.unreachable != nil {
 		t.Errorf("a refused deploy reported %v unreachable", h.pool.unreachable)
 	}

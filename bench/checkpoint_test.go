@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/checkpoint"
-	"github.com/sluicehq/sluice/internal/cluster"
-	"github.com/sluicehq/sluice/internal/cluster/clustertest"
 	"github.com/sluicehq/sluice/internal/jobgraph"
+	"github.com/sluicehq/sluice/local"
+	"github.com/sluicehq/sluice/local/localtest"
 	"github.com/sluicehq/sluice/sdk/client"
 )
 
@@ -27,12 +27,12 @@ const checkpointInputSize = 64 << 20
 // (target ≥ 0.95: at most 5% lost), over all iterations and as the median
 // of the iterations' ratios.
 func BenchmarkCheckpointsWordCount(b *testing.B) {
-	wasm := clustertest.Guest(b, "examples/wordcount")
+	wasm := localtest.Guest(b, "examples/wordcount")
 	in := filepath.Join(b.TempDir(), "input.txt")
-	if err := clustertest.GenerateText(in, checkpointInputSize, 3); err != nil {
+	if err := localtest.GenerateText(in, checkpointInputSize, 3); err != nil {
 		b.Fatal(err)
 	}
-	c := clustertest.Start(b, cluster.Config{TaskManagers: 1, Slots: 2})
+	c := localtest.Start(b, local.Config{TaskManagers: 1, Slots: 2})
 	cl, err := c.Client()
 	if err != nil {
 		b.Fatal(err)
@@ -55,8 +55,8 @@ func BenchmarkCheckpointsWordCount(b *testing.B) {
 // (measured in the same run) as a fraction of it.
 func BenchmarkCheckpointLargeState(b *testing.B) {
 	const keys, valueBytes = 100_000, 1000
-	wasm := clustertest.Guest(b, "bench/testdata/bigstate")
-	c := clustertest.Start(b, cluster.Config{TaskManagers: 1, Slots: 1})
+	wasm := localtest.Guest(b, "bench/testdata/bigstate")
+	c := localtest.Start(b, local.Config{TaskManagers: 1, Slots: 1})
 	cl, err := c.Client()
 	if err != nil {
 		b.Fatal(err)
@@ -134,8 +134,8 @@ func BenchmarkCheckpointLargeState(b *testing.B) {
 // keyed state is small, so this is the cost of barriers and alignment.
 func BenchmarkCheckpointsExactlyOnce(b *testing.B) {
 	const keys, perKey = 16, 1_000_000
-	wasm := clustertest.Guest(b, "examples/exactlyonce")
-	c := clustertest.Start(b, cluster.Config{TaskManagers: 1, Slots: 2})
+	wasm := localtest.Guest(b, "examples/exactlyonce")
+	c := localtest.Start(b, local.Config{TaskManagers: 1, Slots: 2})
 	cl, err := c.Client()
 	if err != nil {
 		b.Fatal(err)
@@ -149,7 +149,7 @@ func BenchmarkCheckpointsExactlyOnce(b *testing.B) {
 	}
 	slices.Sort(want)
 	check := func(r client.JobResult) {
-		if d := clustertest.Diff(want, clustertest.Lines(r.Records)); d != "" {
+		if d := localtest.Diff(want, localtest.Lines(r.Records)); d != "" {
 			b.Fatalf("job %s: final state:\n%s", r.ID, d)
 		}
 	}

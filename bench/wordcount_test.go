@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/cluster"
-	"github.com/sluicehq/sluice/internal/cluster/clustertest"
+	"github.com/sluicehq/sluice/local"
+	"github.com/sluicehq/sluice/local/localtest"
 	"github.com/sluicehq/sluice/sdk/client"
 )
 
@@ -61,10 +61,10 @@ func nativeWordCount(path string) ([]string, error) {
 
 // jobSpec stages args' --input files and uploads wasm once, and returns a
 // spec at parallelism 2 with config (nil for none) that re-runs the job.
-func jobSpec(b *testing.B, c *cluster.Cluster, cl *client.Client, wasm []byte, args []string, config map[string]string) client.JobSpec {
+func jobSpec(b *testing.B, c *local.Cluster, cl *client.Client, wasm []byte, args []string, config map[string]string) client.JobSpec {
 	b.Helper()
 	ctx := context.Background()
-	inputs, err := cluster.StageInputs(ctx, c.Blob(), cluster.DefaultTenant, args)
+	inputs, err := client.StageInputs(ctx, c.Blob(), client.DefaultTenant, args)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -72,21 +72,21 @@ func jobSpec(b *testing.B, c *cluster.Cluster, cl *client.Client, wasm []byte, a
 	if err != nil {
 		b.Fatal(err)
 	}
-	return client.JobSpec{ModuleDigest: digest, Args: args, Parallelism: 2, Config: cluster.InputsConfig(config, inputs)}
+	return client.JobSpec{ModuleDigest: digest, Args: args, Parallelism: 2, Config: client.InputsConfig(config, inputs)}
 }
 
-func setup(b *testing.B, slots int) (*cluster.Cluster, *client.Client, []byte, string) {
+func setup(b *testing.B, slots int) (*local.Cluster, *client.Client, []byte, string) {
 	b.Helper()
-	return setupWith(b, slots, clustertest.Guest(b, "examples/wordcount"))
+	return setupWith(b, slots, localtest.Guest(b, "examples/wordcount"))
 }
 
-func setupWith(b *testing.B, slots int, wasm []byte) (*cluster.Cluster, *client.Client, []byte, string) {
+func setupWith(b *testing.B, slots int, wasm []byte) (*local.Cluster, *client.Client, []byte, string) {
 	b.Helper()
 	in := filepath.Join(b.TempDir(), "input.txt")
-	if err := clustertest.GenerateText(in, inputSize, 1); err != nil {
+	if err := localtest.GenerateText(in, inputSize, 1); err != nil {
 		b.Fatal(err)
 	}
-	c := clustertest.Start(b, cluster.Config{TaskManagers: 1, Slots: slots})
+	c := localtest.Start(b, local.Config{TaskManagers: 1, Slots: slots})
 	cl, err := c.Client()
 	if err != nil {
 		b.Fatal(err)
@@ -102,14 +102,14 @@ func setupWith(b *testing.B, slots int, wasm []byte) (*cluster.Cluster, *client.
 // a job would find them); x_native is the cluster's throughput as a fraction
 // of native Go's (target ≥ 0.25).
 func BenchmarkWordCountP2(b *testing.B) {
-	benchWordCount(b, clustertest.Guest(b, "examples/wordcount"))
+	benchWordCount(b, localtest.Guest(b, "examples/wordcount"))
 }
 
 // BenchmarkWordCountCP2 is BenchmarkWordCountP2 with the same job written
 // in C (examples/wordcount-c): the same cluster, exchange and host
 // connectors, with guest code from a compiler that emits fast Wasm.
 func BenchmarkWordCountCP2(b *testing.B) {
-	benchWordCount(b, clustertest.CGuest(b, "examples/wordcount-c"))
+	benchWordCount(b, localtest.CGuest(b, "examples/wordcount-c"))
 }
 
 func benchWordCount(b *testing.B, wasm []byte) {
@@ -124,11 +124,11 @@ func benchWordCount(b *testing.B, wasm []byte) {
 		b.Fatal(err)
 	}
 	slices.Sort(want)
-	_, r, err := clustertest.RunJob(ctx, cl, c.Blob(), wasm, args, 2)
+	_, r, err := localtest.RunJob(ctx, cl, c.Blob(), wasm, args, 2)
 	if err != nil || r.State != client.StateFinished {
 		b.Fatalf("warm-up job: %v %s %s", err, r.State, r.Failure)
 	}
-	if d := clustertest.Diff(want, clustertest.Lines(r.Records)); d != "" {
+	if d := localtest.Diff(want, localtest.Lines(r.Records)); d != "" {
 		b.Fatalf("cluster and native word counts differ:\n%s", d)
 	}
 	spec := jobSpec(b, c, cl, wasm, args, nil)
@@ -186,7 +186,7 @@ func BenchmarkSubmitToFirstRecord(b *testing.B) {
 // TestNativeWordCountMatchesCoreutils keeps the baseline honest.
 func TestNativeWordCountMatchesCoreutils(t *testing.T) {
 	in := filepath.Join(t.TempDir(), "input.txt")
-	if err := clustertest.GenerateText(in, 256<<10, 3); err != nil {
+	if err := localtest.GenerateText(in, 256<<10, 3); err != nil {
 		t.Fatal(err)
 	}
 	got, err := nativeWordCount(in)
@@ -194,7 +194,7 @@ func TestNativeWordCountMatchesCoreutils(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(got)
-	if d := clustertest.Diff(clustertest.CoreutilsWordCount(t, in), got); d != "" {
+	if d := localtest.Diff(localtest.CoreutilsWordCount(t, in), got); d != "" {
 		t.Fatal(fmt.Sprint("native word count differs from coreutils:\n", d))
 	}
 }

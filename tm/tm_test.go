@@ -10,13 +10,13 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluicehq/sluice/blob"
-	"github.com/sluicehq/sluice/internal/cluster/clustertest"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/jm"
+	"github.com/sluicehq/sluice/local/localtest"
 	"github.com/sluicehq/sluice/tm"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, clustertest.GoleakOptions()...) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, localtest.GoleakOptions()...) }
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 

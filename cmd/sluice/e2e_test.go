@@ -23,10 +23,10 @@ import (
 
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/resourcemanager"
 	rmclient "github.com/sluicehq/sluice/idl/kitex_gen/sluice/resourcemanager/resourcemanager"
-	"github.com/sluicehq/sluice/internal/cluster/clustertest"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/internal/rpcserver"
 	"github.com/sluicehq/sluice/internal/testutil"
+	"github.com/sluicehq/sluice/local/localtest"
 	"github.com/sluicehq/sluice/sdk/client"
 )
 
@@ -333,10 +333,10 @@ var (
 func wordInput(t *testing.T) (string, []string) {
 	inputOnce.Do(func() {
 		inputPath = filepath.Join(binDirFor(t), "input.txt")
-		if err := clustertest.GenerateText(inputPath, 3<<20, 7); err != nil {
+		if err := localtest.GenerateText(inputPath, 3<<20, 7); err != nil {
 			t.Fatal(err)
 		}
-		inputWant = clustertest.CoreutilsWordCount(t, inputPath)
+		inputWant = localtest.CoreutilsWordCount(t, inputPath)
 	})
 	return inputPath, inputWant
 }
@@ -347,7 +347,7 @@ func binDirFor(t *testing.T) string {
 }
 
 func moduleDir(t *testing.T, rel string) string {
-	return filepath.Join(clustertest.ModuleRoot(t), rel)
+	return filepath.Join(localtest.ModuleRoot(t), rel)
 }
 
 func checkCounts(t *testing.T, want []string, stdout string) {
@@ -358,7 +358,7 @@ func checkCounts(t *testing.T, want []string, stdout string) {
 			got = append(got, l)
 		}
 	}
-	if d := clustertest.Diff(want, clustertest.Lines(toBytes(got))); d != "" {
+	if d := localtest.Diff(want, localtest.Lines(toBytes(got))); d != "" {
 		t.Fatalf("word counts differ from coreutils:\n%s", d)
 	}
 }
@@ -410,7 +410,7 @@ func TestE2EKillTaskManager(t *testing.T) {
 	c.addTM(2) // a spare, so the restart has slots
 	c.waitSlots(6)
 
-	id := c.submit(2, moduleDir(t, "internal/cluster/testdata/slowwc"), "--input", in, "--spin", "40")
+	id := c.submit(2, moduleDir(t, "local/testdata/slowwc"), "--input", in, "--spin", "40")
 	var victim string
 	testutil.Eventually(t, time.Minute, func() bool {
 		d := c.status(id)
@@ -461,7 +461,7 @@ func TestE2EKillTaskManager(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := clustertest.Diff(want, clustertest.Lines(res.Records)); diff != "" {
+	if diff := localtest.Diff(want, localtest.Lines(res.Records)); diff != "" {
 		t.Fatalf("counts after the restart differ from coreutils:\n%s", diff)
 	}
 }
@@ -483,7 +483,7 @@ func TestE2EKillTaskManagerNotEnoughSlots(t *testing.T) {
 	in, _ := wordInput(t)
 	c := startCluster(t, []string{"--heartbeat-interval", "200ms", "--heartbeat-timeout", "2s", "--slot-timeout", "3s",
 		"--restart-attempts", "2", "--restart-delay", "200ms"}, 2, 2)
-	id := c.submit(4, moduleDir(t, "internal/cluster/testdata/slowwc"), "--input", in, "--spin", "200")
+	id := c.submit(4, moduleDir(t, "local/testdata/slowwc"), "--input", in, "--spin", "200")
 	testutil.Eventually(t, time.Minute, func() bool { return c.status(id).State == client.StateRunning })
 	c.tms[1].kill()
 	var d client.JobDetails
@@ -507,7 +507,7 @@ func TestE2EKillTaskManagerNotEnoughSlots(t *testing.T) {
 // reads CANCELED.
 func TestE2ECancel(t *testing.T) {
 	c := startCluster(t, nil, 2, 2)
-	id := c.submit(4, moduleDir(t, "internal/cluster/testdata/spin"))
+	id := c.submit(4, moduleDir(t, "local/testdata/spin"))
 	testutil.Eventually(t, time.Minute, func() bool {
 		d := c.status(id)
 		running := 0
@@ -554,7 +554,7 @@ func TestE2ECancel(t *testing.T) {
 // the guest's stack trace.
 func TestE2ETrap(t *testing.T) {
 	c := startCluster(t, nil, 2)
-	r := sluice(t, c.env, "run", "-p", "1", moduleDir(t, "internal/cluster/testdata/trap"))
+	r := sluice(t, c.env, "run", "-p", "1", moduleDir(t, "local/testdata/trap"))
 	if r.code == 0 {
 		t.Fatalf("a trapping job exited 0:\n%s", r.stderr)
 	}
@@ -586,8 +586,8 @@ func TestE2EBadInput(t *testing.T) {
 		want string // in stderr, case-insensitive
 	}{
 		{"not wasm", []string{"run", notWasm}, "invalid module"},
-		{"cycle", []string{"run", moduleDir(t, "internal/cluster/testdata/cycle")}, "cycle"},
-		{"parallelism beyond any cluster", []string{"run", "-p", "100000", moduleDir(t, "internal/cluster/testdata/spin")}, "parallelism"},
+		{"cycle", []string{"run", moduleDir(t, "local/testdata/cycle")}, "cycle"},
+		{"parallelism beyond any cluster", []string{"run", "-p", "100000", moduleDir(t, "local/testdata/spin")}, "parallelism"},
 		{"unknown job status", []string{"status", "no-such-job"}, "not found"},
 		{"unknown job cancel", []string{"cancel", "no-such-job"}, "not found"},
 	}
@@ -653,9 +653,9 @@ func TestE2ETenants(t *testing.T) {
 	c.addTM(2)
 	c.waitSlots(2)
 
-	id := c.submit(1, moduleDir(t, "internal/cluster/testdata/spin"))
+	id := c.submit(1, moduleDir(t, "local/testdata/spin"))
 	testutil.Eventually(t, time.Minute, func() bool { return c.status(id).State == client.StateRunning }, "spin job never ran")
-	if r := sluice(t, c.env, "run", "--detached", "--blob", c.blob, moduleDir(t, "internal/cluster/testdata/spin")); r.code == 0 || !strings.Contains(r.stderr, `tenant "a": running jobs quota 1 reached`) {
+	if r := sluice(t, c.env, "run", "--detached", "--blob", c.blob, moduleDir(t, "local/testdata/spin")); r.code == 0 || !strings.Contains(r.stderr, `tenant "a": running jobs quota 1 reached`) {
 		t.Errorf("a's second job: exit %d: %s", r.code, r.stderr)
 	}
 

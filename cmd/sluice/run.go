@@ -15,8 +15,8 @@ import (
 
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/internal/checkpoint"
-	"github.com/sluicehq/sluice/internal/cluster"
 	"github.com/sluicehq/sluice/internal/guestbuild"
+	"github.com/sluicehq/sluice/local"
 	"github.com/sluicehq/sluice/sdk/client"
 )
 
@@ -84,7 +84,7 @@ attached run cancels the job.`,
 	fl.StringArrayVarP(&f.config, "config", "C", nil, "job config KEY=VALUE (repeatable), e.g. -C restart-strategy.fixed-delay.attempts=3")
 	fl.StringVar(&f.fromSavepoint, "from-savepoint", "", "start the job from this savepoint id (at any parallelism)")
 	fl.DurationVar(&f.checkpointInterval, "checkpoint-interval", 0, "take a checkpoint this often, e.g. 1s (sets execution.checkpointing.interval; 0: off)")
-	fl.StringVar(&f.tenant, "tenant", cluster.DefaultTenant, "tenant whose blob prefix --input files are uploaded under (default: the --token's tenant, as the JobManager says)")
+	fl.StringVar(&f.tenant, "tenant", client.DefaultTenant, "tenant whose blob prefix --input files are uploaded under (default: the --token's tenant, as the JobManager says)")
 	return cmd
 }
 
@@ -136,9 +136,9 @@ func runJob(cmd *cobra.Command, f runFlags, target string, jobArgs []string) err
 	if f.local {
 		slots := f.slots
 		if slots <= 0 {
-			slots = max(cluster.DefaultSlots, (f.p+f.tms-1)/f.tms)
+			slots = max(local.DefaultSlots, (f.p+f.tms-1)/f.tms)
 		}
-		c, err := cluster.Start(ctx, cluster.Config{TaskManagers: f.tms, Slots: slots, CacheDir: defaultDir("cache"), BlobURL: f.blobURL, Logger: log})
+		c, err := local.Start(ctx, local.Config{TaskManagers: f.tms, Slots: slots, CacheDir: defaultDir("cache"), BlobURL: f.blobURL, Logger: log})
 		if err != nil {
 			return err
 		}
@@ -151,7 +151,7 @@ func runJob(cmd *cobra.Command, f runFlags, target string, jobArgs []string) err
 		if cl, err = dial(cmd, f.jm); err != nil {
 			return err
 		}
-		if cluster.HasLocalInputs(jobArgs) {
+		if client.HasLocalInputs(jobArgs) {
 			if f.blobURL == "" {
 				log.Info("uploading --input files to the default blob store; pass --blob (or set " + envBlob + ") if the cluster uses another")
 			}
@@ -172,11 +172,11 @@ func runJob(cmd *cobra.Command, f runFlags, target string, jobArgs []string) err
 				f.tenant = ov.Tenant
 			}
 		}
-		inputs, err := cluster.StageInputs(ctx, store, f.tenant, jobArgs)
+		inputs, err := client.StageInputs(ctx, store, f.tenant, jobArgs)
 		if err != nil {
 			return err
 		}
-		config = cluster.InputsConfig(config, inputs)
+		config = client.InputsConfig(config, inputs)
 	}
 
 	digest, err := cl.UploadModule(ctx, wasm)

@@ -14,9 +14,9 @@ import (
 
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/internal/auth"
-	"github.com/sluicehq/sluice/internal/cluster"
 	"github.com/sluicehq/sluice/jm"
 	"github.com/sluicehq/sluice/jm/jobmaster"
+	"github.com/sluicehq/sluice/local"
 	"github.com/sluicehq/sluice/tm"
 )
 
@@ -195,7 +195,7 @@ commands at it with --jm or SLUICE_JM.`,
 			} else {
 				cacheDir = filepath.Join(dir, "cache")
 			}
-			c, err := cluster.Start(ctx, cluster.Config{TaskManagers: tms, Slots: slots, Dir: dir, BlobURL: blobURL, CacheDir: cacheDir, Logger: log})
+			c, err := local.Start(ctx, local.Config{TaskManagers: tms, Slots: slots, Dir: dir, BlobURL: blobURL, CacheDir: cacheDir, Logger: log})
 			if err != nil {
 				return err
 			}
@@ -212,7 +212,7 @@ commands at it with --jm or SLUICE_JM.`,
 		},
 	}
 	cmd.Flags().IntVar(&tms, "task-managers", 1, "number of TaskManagers")
-	cmd.Flags().IntVar(&slots, "slots", cluster.DefaultSlots, "slots per TaskManager")
+	cmd.Flags().IntVar(&slots, "slots", local.DefaultSlots, "slots per TaskManager")
 	cmd.Flags().StringVar(&blobURL, "blob", os.Getenv(envBlob), "blob store URL (default $"+envBlob+", else the directory sluice jm, tm and run use by default)")
 	cmd.Flags().StringVar(&dir, "dir", "", "directory for caches (default: under the user cache dir)")
 	return cmd

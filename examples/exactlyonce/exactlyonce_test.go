@@ -20,10 +20,10 @@ import (
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/blob/blobtest"
 	"github.com/sluicehq/sluice/internal/checkpoint"
-	"github.com/sluicehq/sluice/internal/cluster"
-	"github.com/sluicehq/sluice/internal/cluster/clustertest"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/testutil"
+	"github.com/sluicehq/sluice/local"
+	"github.com/sluicehq/sluice/local/localtest"
 	"github.com/sluicehq/sluice/sdk/client"
 )
 
@@ -54,14 +54,14 @@ func finalState(keys, perKey int) []string {
 }
 
 func TestFinalStateUninterrupted(t *testing.T) {
-	wasm := clustertest.Guest(t, "examples/exactlyonce")
-	c := clustertest.Start(t, cluster.Config{Slots: 4})
+	wasm := localtest.Guest(t, "examples/exactlyonce")
+	c := localtest.Start(t, local.Config{Slots: 4})
 	cl, err := c.Client()
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := clustertest.WaitFinished(t, cl, run(t, cl, wasm, 3, nil, "", "--keys", "16", "--per-key", "2000"))
-	if d := clustertest.Diff(finalState(16, 2000), clustertest.Lines(r.Records)); d != "" {
+	r := localtest.WaitFinished(t, cl, run(t, cl, wasm, 3, nil, "", "--keys", "16", "--per-key", "2000"))
+	if d := localtest.Diff(finalState(16, 2000), localtest.Lines(r.Records)); d != "" {
 		t.Fatalf("final state:\n%s", d)
 	}
 	if v := r.Accumulators["violations"]; v != 0 {
@@ -74,8 +74,8 @@ func TestFinalStateUninterrupted(t *testing.T) {
 // uninterrupted run.
 func TestSavepointRescale(t *testing.T) {
 	const keys, perKey = 16, 3000
-	wasm := clustertest.Guest(t, "examples/exactlyonce")
-	c := clustertest.Start(t, cluster.Config{Slots: 4})
+	wasm := localtest.Guest(t, "examples/exactlyonce")
+	c := localtest.Start(t, local.Config{Slots: 4})
 	cl, err := c.Client()
 	if err != nil {
 		t.Fatal(err)
@@ -95,15 +95,15 @@ func TestSavepointRescale(t *testing.T) {
 	if sp.SavepointID == "" || sp.Status != "COMPLETED" || sp.Size <= 0 {
 		t.Fatalf("savepoint = %+v", sp)
 	}
-	stopped := clustertest.WaitFinished(t, cl, id) // stop-with-savepoint ends FINISHED
+	stopped := localtest.WaitFinished(t, cl, id) // stop-with-savepoint ends FINISHED
 	if len(stopped.Records) != 0 {
 		t.Errorf("the stopped job collected %d final records; its input never ended", len(stopped.Records))
 	}
 	t.Logf("savepoint %s: checkpoint %d, %d bytes in %v", sp.SavepointID, sp.ID, sp.Size, sp.Duration)
 
 	for _, p := range []int{3, 1} {
-		r := clustertest.WaitFinished(t, cl, run(t, cl, wasm, p, cp, sp.SavepointID, args...))
-		if d := clustertest.Diff(finalState(keys, perKey), clustertest.Lines(r.Records)); d != "" {
+		r := localtest.WaitFinished(t, cl, run(t, cl, wasm, p, cp, sp.SavepointID, args...))
+		if d := localtest.Diff(finalState(keys, perKey), localtest.Lines(r.Records)); d != "" {
 			t.Fatalf("resumed at p=%d: final state differs from an uninterrupted run:\n%s", p, d)
 		}
 	}
@@ -127,7 +127,7 @@ func committed(t *testing.T, store blob.Store, path string) []string {
 	t.Helper()
 	ctx := context.Background()
 	var lines []string
-	for info, err := range blob.All(ctx, store, "tenants/"+cluster.DefaultTenant+"/files/"+path+"/") {
+	for info, err := range blob.All(ctx, store, "tenants/"+client.DefaultTenant+"/files/"+path+"/") {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,8 +174,8 @@ func head(s []string) []string { return s[:min(len(s), 3)] }
 // is not held up, and its committed output is still exactly once.
 func TestSlowBarrierExpires(t *testing.T) {
 	const keys, perKey = 8, 2000
-	wasm := clustertest.Guest(t, "examples/exactlyonce")
-	c := clustertest.Start(t, cluster.Config{Slots: 4})
+	wasm := localtest.Guest(t, "examples/exactlyonce")
+	c := localtest.Start(t, local.Config{Slots: 4})
 	cl, err := c.Client()
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +183,7 @@ func TestSlowBarrierExpires(t *testing.T) {
 	cp := map[string]string{checkpoint.KeyInterval: "100ms", checkpoint.KeyTimeout: "300ms", jobgraph.ConfigClock: jobgraph.ClockWall}
 	id := run(t, cl, wasm, 2, cp, "", "--keys", fmt.Sprint(keys), "--per-key", fmt.Sprint(perKey),
 		"--rate", "8000", "--barrier-delay", "800ms", "--out", "slow/out")
-	r := clustertest.WaitFinished(t, cl, id)
+	r := localtest.WaitFinished(t, cl, id)
 	cps, err := cl.ListCheckpoints(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
@@ -208,15 +208,15 @@ func TestSlowBarrierExpires(t *testing.T) {
 // frequent checkpoints holds every record once, and nothing stays pending.
 func TestFileSinkExactlyOnce(t *testing.T) {
 	const keys, perKey = 8, 3000
-	wasm := clustertest.Guest(t, "examples/exactlyonce")
-	c := clustertest.Start(t, cluster.Config{Slots: 4})
+	wasm := localtest.Guest(t, "examples/exactlyonce")
+	c := localtest.Start(t, local.Config{Slots: 4})
 	cl, err := c.Client()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cp := map[string]string{checkpoint.KeyInterval: "50ms", jobgraph.ConfigClock: jobgraph.ClockWall}
 	id := run(t, cl, wasm, 2, cp, "", "--keys", fmt.Sprint(keys), "--per-key", fmt.Sprint(perKey), "--rate", "20000", "--out", "fs/out")
-	clustertest.WaitFinished(t, cl, id)
+	localtest.WaitFinished(t, cl, id)
 	cps, _ := cl.ListCheckpoints(context.Background(), id)
 	if !slices.ContainsFunc(cps, func(c client.Checkpoint) bool { return c.Status == "COMPLETED" }) {
 		t.Errorf("no checkpoint completed: %+v", cps)
@@ -224,7 +224,7 @@ func TestFileSinkExactlyOnce(t *testing.T) {
 	checkExactlyOnce(t, committed(t, c.Blob(), "fs/out"), keys, perKey)
 	testutil.Eventually(t, 10*time.Second, func() bool {
 		n := 0
-		for range blob.All(context.Background(), c.Blob(), "tenants/"+cluster.DefaultTenant+"/jobs/"+id+"/") {
+		for range blob.All(context.Background(), c.Blob(), "tenants/"+client.DefaultTenant+"/jobs/"+id+"/") {
 			n++
 		}
 		return n == 0
@@ -240,8 +240,8 @@ func TestMinIOOutage(t *testing.T) {
 	m := testutil.StartMinIO(t)
 	t.Setenv("AWS_ACCESS_KEY_ID", m.AccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", m.SecretKey)
-	wasm := clustertest.Guest(t, "examples/exactlyonce")
-	c := clustertest.Start(t, cluster.Config{Slots: 4,
+	wasm := localtest.Guest(t, "examples/exactlyonce")
+	c := localtest.Start(t, local.Config{Slots: 4,
 		BlobURL: fmt.Sprintf("s3://outage?endpoint=%s&secure=false&create_bucket=true", m.Endpoint)})
 	cl, err := c.Client()
 	if err != nil {
@@ -278,7 +278,7 @@ func TestMinIOOutage(t *testing.T) {
 		}
 		return completed()[0].ID > before
 	}, "no checkpoint completed after MinIO came back")
-	r := clustertest.WaitFinished(t, cl, id)
+	r := localtest.WaitFinished(t, cl, id)
 	if v := r.Accumulators["violations"]; v != 0 {
 		t.Errorf("%d sequence violations", v)
 	}

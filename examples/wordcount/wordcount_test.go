@@ -8,9 +8,9 @@ package main_test
 import (
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/cluster/clustertest"
+	"github.com/sluicehq/sluice/local/localtest"
 )
 
 func TestWordCountMatchesCoreutils(t *testing.T) {
-	clustertest.CheckWordCount(t, clustertest.Guest(t, "examples/wordcount"))
+	localtest.CheckWordCount(t, localtest.Guest(t, "examples/wordcount"))
 }

@@ -10,18 +10,14 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/blob"
+	"github.com/sluicehq/sluice/internal/jobconfig"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/jm/jobmaster"
 )
 
-// ConfigInputs is the job config key that maps the paths a text source
-// names to blob keys or key prefixes, as a JSON object. A client that
-// uploads local files before submitting (sluice run --local) sets it:
-//
-//	inputs = {"/home/me/books": "tenants/default/uploads/3f2a/books/",
-//	          "notes.txt":      "tenants/default/uploads/3f2a/notes.txt"}
-const ConfigInputs = "inputs"
+// ConfigInputs is the job config key of the inputs map (jobconfig.KeyInputs).
+const ConfigInputs = jobconfig.KeyInputs
 
 // Limits of input resolution, so one submission cannot make the JobManager
 // hold an unbounded split list.

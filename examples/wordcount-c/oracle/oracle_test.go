@@ -14,22 +14,22 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/checkpoint"
-	"github.com/sluicehq/sluice/internal/cluster"
-	"github.com/sluicehq/sluice/internal/cluster/clustertest"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/testutil"
+	"github.com/sluicehq/sluice/local"
+	"github.com/sluicehq/sluice/local/localtest"
 	"github.com/sluicehq/sluice/sdk/client"
 	"github.com/sluicehq/sluice/wasmhost"
 )
 
 func TestWordCountCMatchesCoreutils(t *testing.T) {
-	clustertest.CheckWordCount(t, clustertest.CGuest(t, "examples/wordcount-c"))
+	localtest.CheckWordCount(t, localtest.CGuest(t, "examples/wordcount-c"))
 }
 
 // TestWordCountCPlan: the plan names its inputs (escaped into JSON), and
 // bad arguments fail the plan with a message that says what was wrong.
 func TestWordCountCPlan(t *testing.T) {
-	wasm := clustertest.CGuest(t, "examples/wordcount-c")
+	wasm := localtest.CGuest(t, "examples/wordcount-c")
 	ctx := context.Background()
 	rt, err := wasmhost.NewRuntime(ctx, wasmhost.NewRuntimeConfig())
 	if err != nil {
@@ -68,20 +68,20 @@ func TestWordCountCPlan(t *testing.T) {
 // state_scan and reads only the splits that were left, so the result is
 // still exact.
 func TestWordCountCSavepoint(t *testing.T) {
-	wasm := clustertest.CGuest(t, "examples/wordcount-c")
+	wasm := localtest.CGuest(t, "examples/wordcount-c")
 	in := filepath.Join(t.TempDir(), "input.txt")
-	if err := clustertest.GenerateText(in, 32<<20, 1); err != nil {
+	if err := localtest.GenerateText(in, 32<<20, 1); err != nil {
 		t.Fatal(err)
 	}
-	want := clustertest.CoreutilsWordCount(t, in)
-	c := clustertest.Start(t, cluster.Config{Slots: 6})
+	want := localtest.CoreutilsWordCount(t, in)
+	c := localtest.Start(t, local.Config{Slots: 6})
 	cl, err := c.Client()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	args := []string{"--input", in}
-	inputs, err := cluster.StageInputs(ctx, c.Blob(), cluster.DefaultTenant, args)
+	inputs, err := client.StageInputs(ctx, c.Blob(), client.DefaultTenant, args)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestWordCountCSavepoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := func(p int, from string) client.JobSpec {
-		cfg := cluster.InputsConfig(map[string]string{checkpoint.KeyInterval: "20ms"}, inputs)
+		cfg := client.InputsConfig(map[string]string{checkpoint.KeyInterval: "20ms"}, inputs)
 		return client.JobSpec{ModuleDigest: digest, Args: args, Parallelism: p, Config: cfg, FromSavepoint: from}
 	}
 	id, err := cl.SubmitJob(ctx, spec(2, ""))
@@ -105,7 +105,7 @@ func TestWordCountCSavepoint(t *testing.T) {
 	if err != nil {
 		t.Fatalf("savepoint (the job may have ended first; make the input larger): %v", err)
 	}
-	if stopped := clustertest.WaitFinished(t, cl, id); len(stopped.Records) != 0 {
+	if stopped := localtest.WaitFinished(t, cl, id); len(stopped.Records) != 0 {
 		t.Fatalf("the stopped job emitted %d final counts; its input never ended", len(stopped.Records))
 	}
 	t.Logf("savepoint %s: %d bytes", sp.SavepointID, sp.Size)
@@ -113,8 +113,8 @@ func TestWordCountCSavepoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := clustertest.WaitFinished(t, cl, id)
-	if d := clustertest.Diff(want, clustertest.Lines(r.Records)); d != "" {
+	r := localtest.WaitFinished(t, cl, id)
+	if d := localtest.Diff(want, localtest.Lines(r.Records)); d != "" {
 		t.Fatalf("word counts after the savepoint differ from coreutils:\n%s", d)
 	}
 }

@@ -1,4 +1,4 @@
-package cluster_test
+package local_test
 
 import (
 	"context"
@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/auth"
-	"github.com/sluicehq/sluice/internal/cluster"
-	"github.com/sluicehq/sluice/internal/cluster/clustertest"
 	"github.com/sluicehq/sluice/jm"
+	"github.com/sluicehq/sluice/local"
+	"github.com/sluicehq/sluice/local/localtest"
 	"github.com/sluicehq/sluice/sdk/client"
 )
 
@@ -25,7 +25,7 @@ const (
 
 // tenantCluster is an embedded cluster with tenants a (no quotas) and b
 // (a 500ms call deadline and 64 MiB per instance), and a client for each.
-func tenantCluster(t testing.TB, slots int) (*cluster.Cluster, *client.Client, *client.Client) {
+func tenantCluster(t testing.TB, slots int) (*local.Cluster, *client.Client, *client.Client) {
 	t.Helper()
 	ts, err := auth.ParseTenants([]byte(`{"tenants":[
 		{"name":"a","token_sha256":["` + auth.HashToken(isoTokenA) + `"]},
@@ -33,7 +33,7 @@ func tenantCluster(t testing.TB, slots int) (*cluster.Cluster, *client.Client, *
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := clustertest.Start(t, cluster.Config{TaskManagers: 1, Slots: slots, JobManager: func(j *jm.Config) { j.Tenants = ts }})
+	c := localtest.Start(t, local.Config{TaskManagers: 1, Slots: slots, JobManager: func(j *jm.Config) { j.Tenants = ts }})
 	ca, err := c.Client(client.WithToken(isoTokenA))
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +61,7 @@ func wordCounts(t testing.TB, path string) []string {
 	for w, k := range n {
 		out = append(out, fmt.Sprintf("%s\t%d", w, k))
 	}
-	return clustertest.Lines(toBytes(out))
+	return localtest.Lines(toBytes(out))
 }
 
 func toBytes(ss []string) [][]byte {
@@ -73,9 +73,9 @@ func toBytes(ss []string) [][]byte {
 }
 
 // submitAs stages args' local inputs under tenant and submits wasm.
-func submitAs(ctx context.Context, t testing.TB, c *cluster.Cluster, cl *client.Client, tenant string, wasm []byte, args []string, p int) string {
+func submitAs(ctx context.Context, t testing.TB, c *local.Cluster, cl *client.Client, tenant string, wasm []byte, args []string, p int) string {
 	t.Helper()
-	inputs, err := cluster.StageInputs(ctx, c.Blob(), tenant, args)
+	inputs, err := client.StageInputs(ctx, c.Blob(), tenant, args)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func submitAs(ctx context.Context, t testing.TB, c *cluster.Cluster, cl *client.
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Args: args, Parallelism: p, Config: cluster.InputsConfig(nil, inputs)})
+	id, err := cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Args: args, Parallelism: p, Config: client.InputsConfig(nil, inputs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,8 +99,8 @@ func TestRunawayTenantFailsOnlyItsOwnJob(t *testing.T) {
 	c, ca, cb := tenantCluster(t, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	hostile := clustertest.Guest(t, "internal/cluster/testdata/runaway")
-	wc := clustertest.Guest(t, "examples/wordcount")
+	hostile := localtest.Guest(t, "local/testdata/runaway")
+	wc := localtest.Guest(t, "examples/wordcount")
 	input := "../../examples/wordcount/testdata/hamlet.txt"
 
 	bomb := submitAs(ctx, t, c, cb, "b", hostile, []string{"bomb"}, 1)
@@ -114,7 +114,7 @@ func TestRunawayTenantFailsOnlyItsOwnJob(t *testing.T) {
 	if r.State != client.StateFinished {
 		t.Fatalf("a's word count ended %s: %s", r.State, r.Failure)
 	}
-	if d := clustertest.Diff(wordCounts(t, input), clustertest.Lines(r.Records)); d != "" {
+	if d := localtest.Diff(wordCounts(t, input), localtest.Lines(r.Records)); d != "" {
 		t.Fatalf("a's word count is wrong: %s", d)
 	}
 	// Under the race detector the bomb may reach b's 500ms call deadline
@@ -157,10 +157,10 @@ func BenchmarkTenantIsolation(b *testing.B) {
 	c, ca, cb := tenantCluster(b, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	wc := clustertest.Guest(b, "examples/wordcount")
-	hostile := clustertest.Guest(b, "internal/cluster/testdata/runaway")
+	wc := localtest.Guest(b, "examples/wordcount")
+	hostile := localtest.Guest(b, "local/testdata/runaway")
 	in := filepath.Join(b.TempDir(), "input.txt")
-	if err := clustertest.GenerateText(in, isoInputSize, 7); err != nil {
+	if err := localtest.GenerateText(in, isoInputSize, 7); err != nil {
 		b.Fatal(err)
 	}
 	args := []string{"--input", in}
@@ -172,7 +172,7 @@ func BenchmarkTenantIsolation(b *testing.B) {
 	if err != nil || r.State != client.StateFinished {
 		b.Fatalf("a's warm-up word count: %v %s %s", err, r.State, r.Failure)
 	}
-	if d := clustertest.Diff(wordCounts(b, in), clustertest.Lines(r.Records)); d != "" {
+	if d := localtest.Diff(wordCounts(b, in), localtest.Lines(r.Records)); d != "" {
 		b.Fatalf("a's word count is wrong: %s", d)
 	}
 	loop := submitAs(ctx, b, c, cb, "b", hostile, []string{"loop"}, 1)
@@ -231,9 +231,9 @@ func BenchmarkTenantIsolation(b *testing.B) {
 
 // jobSpec stages args' inputs under tenant and uploads wasm once, for jobs
 // submitted again and again.
-func jobSpec(ctx context.Context, t testing.TB, c *cluster.Cluster, cl *client.Client, tenant string, wasm []byte, args []string, p int) client.JobSpec {
+func jobSpec(ctx context.Context, t testing.TB, c *local.Cluster, cl *client.Client, tenant string, wasm []byte, args []string, p int) client.JobSpec {
 	t.Helper()
-	inputs, err := cluster.StageInputs(ctx, c.Blob(), tenant, args)
+	inputs, err := client.StageInputs(ctx, c.Blob(), tenant, args)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func jobSpec(ctx context.Context, t testing.TB, c *cluster.Cluster, cl *client.C
 	if err != nil {
 		t.Fatal(err)
 	}
-	return client.JobSpec{ModuleDigest: digest, Args: args, Parallelism: p, Config: cluster.InputsConfig(nil, inputs)}
+	return client.JobSpec{ModuleDigest: digest, Args: args, Parallelism: p, Config: client.InputsConfig(nil, inputs)}
 }
 
 // hostileTenant keeps one of b's hostile jobs running: it resubmits spec

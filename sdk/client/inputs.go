@@ -1,4 +1,4 @@
-package cluster
+package client
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/blob"
-	"github.com/sluicehq/sluice/jm/dispatcher"
+	"github.com/sluicehq/sluice/internal/jobconfig"
 )
 
 // DefaultTenant is the tenant of a cluster without tenant tokens.
@@ -28,7 +28,7 @@ const InputFlag = "--input"
 // ConfigInputs is the job config key that maps the paths a text source
 // names to the blob keys (or key prefixes) holding them, as a JSON object;
 // the Dispatcher resolves text-source paths through it.
-const ConfigInputs = dispatcher.ConfigInputs
+const ConfigInputs = jobconfig.KeyInputs
 
 // HasLocalInputs reports whether args name a local file, directory or glob
 // of files after --input.

@@ -1,7 +1,7 @@
-// Package clustertest holds helpers for tests that run jobs on a real
+// Package localtest holds helpers for tests that run jobs on a real
 // cluster: an embedded cluster bound to a test, guests built from source,
 // a deterministic text generator and the coreutils word-count oracle.
-package clustertest
+package localtest
 
 import (
 	"bufio"
@@ -23,14 +23,14 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluicehq/sluice/blob"
-	"github.com/sluicehq/sluice/internal/cluster"
 	"github.com/sluicehq/sluice/internal/guestbuild"
+	"github.com/sluicehq/sluice/local"
 	"github.com/sluicehq/sluice/sdk/client"
 )
 
 // Start starts an embedded cluster closed when the test ends. Its logs go
 // to the test log when -v is set.
-func Start(t testing.TB, cfg cluster.Config) *cluster.Cluster {
+func Start(t testing.TB, cfg local.Config) *local.Cluster {
 	t.Helper()
 	if cfg.Dir == "" {
 		cfg.Dir = t.TempDir()
@@ -45,7 +45,7 @@ func Start(t testing.TB, cfg cluster.Config) *cluster.Cluster {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := cluster.Start(ctx, cfg)
+	c, err := local.Start(ctx, cfg)
 	if err != nil {
 		t.Fatalf("start embedded cluster: %v", err)
 	}
@@ -171,7 +171,7 @@ func CheckWordCount(t *testing.T, wasm []byte) {
 	if len(want) < 1000 {
 		t.Fatalf("the oracle found only %d distinct words: the generator is broken", len(want))
 	}
-	c := Start(t, cluster.Config{TaskManagers: 2, Slots: 2})
+	c := Start(t, local.Config{TaskManagers: 2, Slots: 2})
 	cl, err := c.Client()
 	if err != nil {
 		t.Fatal(err)
@@ -204,7 +204,7 @@ func RunJob(ctx context.Context, cl *client.Client, store blob.Store, wasm []byt
 
 // Submit stages inputs, uploads wasm and submits the job.
 func Submit(ctx context.Context, cl *client.Client, store blob.Store, wasm []byte, args []string, parallelism int) (string, error) {
-	inputs, err := cluster.StageInputs(ctx, store, cluster.DefaultTenant, args)
+	inputs, err := client.StageInputs(ctx, store, client.DefaultTenant, args)
 	if err != nil {
 		return "", err
 	}
@@ -212,7 +212,7 @@ func Submit(ctx context.Context, cl *client.Client, store blob.Store, wasm []byt
 	if err != nil {
 		return "", err
 	}
-	return cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Args: args, Parallelism: parallelism, Config: cluster.InputsConfig(nil, inputs)})
+	return cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Args: args, Parallelism: parallelism, Config: client.InputsConfig(nil, inputs)})
 }
 
 // Lines returns records as sorted strings.

@@ -1,4 +1,4 @@
-package cluster_test
+package local_test
 
 import (
 	"context"
@@ -9,26 +9,26 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/sluicehq/sluice/internal/cluster"
-	"github.com/sluicehq/sluice/internal/cluster/clustertest"
 	"github.com/sluicehq/sluice/internal/testutil"
+	"github.com/sluicehq/sluice/local"
+	"github.com/sluicehq/sluice/local/localtest"
 	"github.com/sluicehq/sluice/sdk/client"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, clustertest.GoleakOptions()...) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, localtest.GoleakOptions()...) }
 
 // TestCancelEndsTasksAndFreesSlots runs a job that never ends at p=4 on two
 // TaskManagers of two slots, cancels it, and checks every task stopped and
 // every slot came back.
 func TestCancelEndsTasksAndFreesSlots(t *testing.T) {
-	c := clustertest.Start(t, cluster.Config{TaskManagers: 2, Slots: 2})
+	c := localtest.Start(t, local.Config{TaskManagers: 2, Slots: 2})
 	cl, err := c.Client()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	id, err := clustertest.Submit(ctx, cl, c.Blob(), clustertest.Guest(t, "internal/cluster/testdata/spin"), nil, 4)
+	id, err := localtest.Submit(ctx, cl, c.Blob(), localtest.Guest(t, "local/testdata/spin"), nil, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,14 +70,14 @@ func TestCancelEndsTasksAndFreesSlots(t *testing.T) {
 // TestTrapFailsOnlyTheJob: a guest that traps fails its job with the
 // guest's stack trace; the TaskManagers survive and run the next job.
 func TestTrapFailsOnlyTheJob(t *testing.T) {
-	c := clustertest.Start(t, cluster.Config{TaskManagers: 1, Slots: 2})
+	c := localtest.Start(t, local.Config{TaskManagers: 1, Slots: 2})
 	cl, err := c.Client()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	_, r, err := clustertest.RunJob(ctx, cl, c.Blob(), clustertest.Guest(t, "internal/cluster/testdata/trap"), nil, 1)
+	_, r, err := localtest.RunJob(ctx, cl, c.Blob(), localtest.Guest(t, "local/testdata/trap"), nil, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestTrapFailsOnlyTheJob(t *testing.T) {
 		}
 	}
 	// The same TaskManager runs the next job.
-	_, r, err = clustertest.RunJob(ctx, cl, c.Blob(), clustertest.Guest(t, "internal/cluster/testdata/trap"), nil, 1)
+	_, r, err = localtest.RunJob(ctx, cl, c.Blob(), localtest.Guest(t, "local/testdata/trap"), nil, 1)
 	if err != nil || r.State != client.StateFailed {
 		t.Fatalf("second run: %v %s", err, r.State)
 	}
@@ -101,7 +101,7 @@ func TestTrapFailsOnlyTheJob(t *testing.T) {
 
 // TestBadSubmissions: each is refused with a clear error and leaves no job.
 func TestBadSubmissions(t *testing.T) {
-	c := clustertest.Start(t, cluster.Config{TaskManagers: 1, Slots: 1})
+	c := localtest.Start(t, local.Config{TaskManagers: 1, Slots: 1})
 	cl, err := c.Client()
 	if err != nil {
 		t.Fatal(err)
@@ -110,11 +110,11 @@ func TestBadSubmissions(t *testing.T) {
 	if _, err := cl.UploadModule(ctx, []byte("not wasm at all")); !errors.Is(err, client.ErrInvalidModule) {
 		t.Errorf("upload of text: %v; want ErrInvalidModule", err)
 	}
-	_, err = clustertest.Submit(ctx, cl, c.Blob(), clustertest.Guest(t, "internal/cluster/testdata/cycle"), nil, 1)
+	_, err = localtest.Submit(ctx, cl, c.Blob(), localtest.Guest(t, "local/testdata/cycle"), nil, 1)
 	if !errors.Is(err, client.ErrInvalidArgument) || !strings.Contains(err.Error(), "cycle") {
 		t.Errorf("cycle: %v; want an invalid graph naming the cycle", err)
 	}
-	_, err = clustertest.Submit(ctx, cl, c.Blob(), clustertest.Guest(t, "internal/cluster/testdata/spin"), nil, 1<<20)
+	_, err = localtest.Submit(ctx, cl, c.Blob(), localtest.Guest(t, "local/testdata/spin"), nil, 1<<20)
 	if !errors.Is(err, client.ErrInvalidArgument) {
 		t.Errorf("p=2^20: %v; want ErrInvalidArgument", err)
 	}

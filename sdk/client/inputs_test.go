@@ -1,4 +1,4 @@
-package cluster
+package client
 
 import (
 	"context"

@@ -1,6 +1,7 @@
 // Command check is the project's one test command: `go run ./internal/check`.
 //
-// It runs what CI runs, in order: gofmt, go vet (host and wasip1), the Kitex
+// It runs what CI runs, in order: gofmt, go vet (host and wasip1), the layer
+// rules of layers.txt (imports checked with go list -deps), the Kitex
 // generation check, the wasip1 build of sdk/guest, the C toolchain check, and
 // `go test -race ./...` with a real MinIO server it installs (once, into the
 // user cache directory, keyed by version), starts on a free loopback port
@@ -67,6 +68,7 @@ func check(ctx context.Context, runPattern, pkgs string, lint bool) error {
 		}{
 			{"gofmt", gofmtCheck},
 			{"go vet", vet},
+			{"layer rules (internal/check/layers.txt)", layersCheck},
 			{"kitex generation check", genCheck},
 			{"wasip1 build of sdk/guest", guestBuild},
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/bytedance/sonic"
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/sdk/client"
@@ -135,8 +135,11 @@ func waitCanceled(ctx context.Context, c *client.Client, id string, wait time.Du
 	}
 }
 
+// writeJSON prints v as --json output: indented, one value a line, and
+// encoded with sonic's encoding/json-compatible config (sorted map keys,
+// HTML escaped) so scripts see the output they always saw.
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	enc := sonic.ConfigStd.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/bytedance/sonic"
 
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/internal/jobconfig"
@@ -108,7 +109,8 @@ func InputsConfig(config map[string]string, inputs map[string]string) map[string
 	}
 	out := make(map[string]string, len(config)+1)
 	maps.Copy(out, config)
-	b, _ := json.Marshal(inputs)
+	// ConfigStd sorts the keys, so the same inputs give the same config.
+	b, _ := sonic.ConfigStd.Marshal(inputs)
 	out[ConfigInputs] = string(b)
 	return out
 }

@@ -42,9 +42,9 @@ func (c RuntimeConfig) WithCacheDir(dir string) RuntimeConfig {
 	return c
 }
 
-// WithMaxMemoryBytes is the ceiling no instance's memory cap may exceed,
+// withMaxMemoryBytes is the ceiling no instance's memory cap may exceed,
 // rounded down to whole 64 KiB pages (at most 4 GiB, the wasm32 limit).
-func (c RuntimeConfig) WithMaxMemoryBytes(n uint64) RuntimeConfig {
+func (c RuntimeConfig) withMaxMemoryBytes(n uint64) RuntimeConfig {
 	c.maxMemoryBytes = n
 	return c
 }

@@ -14,7 +14,8 @@
 //	in, _ := mod.Instantiate(ctx, wasmhost.TaskConfig{Chain: ..., Emit: ...})
 //	in.Open(ctx)
 //	in.Process(ctx, batch)                      // output arrives through Emit
-//	in.Barrier(ctx, id); in.State().Snapshot(w)
+//	in.Barrier(ctx, id); f := in.State().Freeze()
+//	buf = f.AppendTo(buf[:0]); f.Release()      // the checkpoint's state snapshot
 //	in.EndInput(ctx); in.Close(ctx)
 //
 // # Sandbox
@@ -23,7 +24,16 @@
 // (instances cannot clash by name) with its own memory allocator, which is how
 // each gets its own memory cap. Before compiling, the host adds to the module
 // an interrupt global checked at every function entry and loop header; a timer
-// sets it when a call's deadline passes (interrupt.go explains why not
+// sets it when a call's deadline passes (internal/rewrite explains why not
 // wazero's context-based closing). Host functions that receive bad pointers
 // panic with a trap error, which wazero turns into a trap of the guest call.
+//
+// # Inside
+//
+// The parsing and encoding live in internal packages, each one reader with
+// one job: internal/wasmbin reads the Wasm binary format, internal/validate
+// decides what modules the host accepts, internal/rewrite adds the interrupt
+// checks, and internal/statecodec is the snapshot format of State. This
+// package holds the runtime, the instances, the host functions of the ABI
+// and the State store itself.
 package wasmhost

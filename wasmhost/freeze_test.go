@@ -10,11 +10,7 @@ import (
 // frozenBytes encodes f.
 func frozenBytes(t *testing.T, f *Frozen) []byte {
 	t.Helper()
-	var b bytes.Buffer
-	if _, err := f.WriteTo(&b); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
+	return f.AppendTo(nil)
 }
 
 // TestFreezeIsCopyOnWrite: what a Frozen encodes is the state at Freeze,

@@ -1,5 +1,7 @@
 package wasmhost
 
+import "github.com/sluicehq/sluice/wasmhost/internal/wasmbin"
+
 // Hand-assembled modules for what a Go guest cannot express (a real Wasm
 // stack overflow, a trap in a named function, bad imports). There is no
 // wat2wasm here, so this is a tiny encoder of the binary format.
@@ -79,7 +81,7 @@ func functype(params, results []byte) []byte {
 }
 
 func (m hModule) bytes() []byte {
-	out := append([]byte(nil), wasmMagic...)
+	out := []byte(wasmbin.Header)
 	var types, imports, funcs, exports, codes, names [][]byte
 	nImportedFuncs := 0
 	for _, im := range m.imports {

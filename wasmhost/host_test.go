@@ -98,7 +98,7 @@ func TestKeyedStateTimersBarrierSnapshotRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	var snap bytes.Buffer
-	if err := tt.in.State().Snapshot(&snap); err != nil {
+	if err := tt.in.State().snapshot(&snap); err != nil {
 		t.Fatal(err)
 	}
 	if c := tt.in.Counters(); c["records"] != 4 || c["barriers"] != 1 {
@@ -132,8 +132,8 @@ func TestKeyedStateTimersBarrierSnapshotRestore(t *testing.T) {
 		}
 	}
 	var s1, s2 bytes.Buffer
-	tt.in.State().Snapshot(&s1)
-	tt2.in.State().Snapshot(&s2)
+	tt.in.State().snapshot(&s1)
+	tt2.in.State().snapshot(&s2)
 	if content(t, s1.Bytes()) != content(t, s2.Bytes()) {
 		t.Error("the original and the restored instance ended in different states")
 	}
@@ -232,7 +232,7 @@ func TestReduceBarrierSnapshotRestoreIsExactlyOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			var snap bytes.Buffer
-			if err := first.in.State().Snapshot(&snap); err != nil {
+			if err := first.in.State().snapshot(&snap); err != nil {
 				t.Fatal(err)
 			}
 			emittedBefore := len(first.out)
@@ -271,7 +271,7 @@ func TestGuestSourceResumesFromOperatorState(t *testing.T) {
 		t.Fatal(err)
 	}
 	var snap bytes.Buffer
-	tt.in.State().Snapshot(&snap)
+	tt.in.State().snapshot(&snap)
 
 	st := NewState(jobgraph.DefaultMaxParallelism, 0, jobgraph.DefaultMaxParallelism-1)
 	if err := st.Restore(&snap); err != nil {
@@ -299,14 +299,14 @@ func TestOneCallInAndOneEmitOutPerBatch(t *testing.T) {
 	if err := tt.in.Process(ctx, batch); err != nil { // sizes the input region
 		t.Fatal(err)
 	}
-	before := tt.in.Stats()
+	before := tt.in.callStats()
 	const batches = 50
 	for i := 0; i < batches; i++ {
 		if err := tt.in.Process(ctx, batch); err != nil {
 			t.Fatal(err)
 		}
 	}
-	d := tt.in.Stats()
+	d := tt.in.callStats()
 	calls, emits, allocs, host := d.Calls-before.Calls, d.Emits-before.Emits, d.Allocs-before.Allocs, d.HostCalls-before.HostCalls
 	t.Logf("%d batches of %d records: %d calls in, %d emits out, %d allocs, %d host calls", batches, len(batch), calls, emits, allocs, host)
 	if calls != batches || emits != batches || allocs != 0 || host != batches {

@@ -20,23 +20,23 @@ func TestHostEntrySnapshotRestore(t *testing.T) {
 	value := []byte("buffered records")
 	s.PutHostEntry(7, "collected-0", value)
 	value[0] = 'X' // PutHostEntry keeps its own copy
-	if got, want := s.Size(), hostEntrySize(7, "collected-0", value); got != want {
-		t.Errorf("Size() = %d, want %d", got, want)
+	if got, want := s.size(), hostEntrySize(7, "collected-0", value); got != want {
+		t.Errorf("size() = %d, want %d", got, want)
 	}
 
 	r := NewState(maxP, 0, maxP-1)
 	if err := r.Restore(bytes.NewReader(snapshot(t, s))); err != nil {
 		t.Fatal(err)
 	}
-	if r.Size() != s.Size() {
-		t.Errorf("restored Size() = %d, want %d", r.Size(), s.Size())
+	if r.size() != s.size() {
+		t.Errorf("restored size() = %d, want %d", r.size(), s.size())
 	}
 	got := r.TakeHostEntries(7, "collected-")
 	if want := [][]byte{[]byte("buffered records")}; !reflect.DeepEqual(got, want) {
 		t.Errorf("TakeHostEntries = %q, want %q", got, want)
 	}
-	if r.Size() != 0 {
-		t.Errorf("Size() after take = %d, want 0", r.Size())
+	if r.size() != 0 {
+		t.Errorf("Size() after take = %d, want 0", r.size())
 	}
 }
 
@@ -44,7 +44,7 @@ func TestHostEntryReplace(t *testing.T) {
 	s := NewState(4, 0, 3)
 	s.PutHostEntry(1, "buf", []byte("a much longer first value"))
 	s.PutHostEntry(1, "buf", []byte("short"))
-	if got, want := s.Size(), hostEntrySize(1, "buf", []byte("short")); got != want {
+	if got, want := s.size(), hostEntrySize(1, "buf", []byte("short")); got != want {
 		t.Errorf("Size() after replace = %d, want %d", got, want)
 	}
 	if got := s.TakeHostEntries(1, "buf"); !reflect.DeepEqual(got, [][]byte{[]byte("short")}) {
@@ -85,11 +85,11 @@ func TestTakeHostEntriesAfterRescale(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before := merged.Size()
+	before := merged.size()
 	taken := hostEntrySize(vertex, "collected-0", []byte("records of 0")) +
 		hostEntrySize(vertex, "collected-1", []byte("records of 1"))
 	if before != otherSize+taken {
-		t.Errorf("merged Size() = %d, want %d", before, otherSize+taken)
+		t.Errorf("merged size() = %d, want %d", before, otherSize+taken)
 	}
 
 	got := merged.TakeHostEntries(vertex, "collected-")
@@ -97,7 +97,7 @@ func TestTakeHostEntriesAfterRescale(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("TakeHostEntries = %q, want %q", got, want)
 	}
-	if got := merged.Size(); got != before-taken {
+	if got := merged.size(); got != before-taken {
 		t.Errorf("Size() after take = %d, want %d", got, before-taken)
 	}
 	if again := merged.TakeHostEntries(vertex, "collected-"); len(again) != 0 {
@@ -137,7 +137,7 @@ func TestTakeHostEntriesPrefix(t *testing.T) {
 	if got := s.TakeHostEntries(3+1<<16, ""); len(got) != 1 {
 		t.Errorf("vertex 65539: took %q, want 1 entry", got)
 	}
-	if s.Size() != 0 {
-		t.Errorf("Size() = %d after taking everything", s.Size())
+	if s.size() != 0 {
+		t.Errorf("size() = %d after taking everything", s.size())
 	}
 }

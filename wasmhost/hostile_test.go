@@ -337,7 +337,7 @@ func TestSpinningCallIsDemoted(t *testing.T) {
 	procs := runtime.GOMAXPROCS(0)
 	in := handmade(t, abiModule(nil, "spin", cat([]byte{0x03, 0x40, 0x0c, 0x00, 0x0b}, i32const(0))), Limits{CallTimeout: 10 * hogAfter})
 	requireGuestError(t, in.Process(context.Background(), textRecords("x")), ErrDeadline)
-	if n := in.Stats().Demoted; n != 1 {
+	if n := in.callStats().Demoted; n != 1 {
 		t.Fatalf("demoted calls = %d, want 1", n)
 	}
 	if p := runtime.GOMAXPROCS(0); p != procs {
@@ -347,7 +347,7 @@ func TestSpinningCallIsDemoted(t *testing.T) {
 	if err := quick.Process(context.Background(), textRecords("x")); err != nil {
 		t.Fatal(err)
 	}
-	if n := quick.Stats().Demoted; n != 0 {
+	if n := quick.callStats().Demoted; n != 0 {
 		t.Fatalf("a quick call was demoted (%d)", n)
 	}
 	stillHealthy(t)

@@ -3,7 +3,6 @@ package wasmhost
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/bytedance/sonic"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/sys"
 
@@ -23,8 +23,8 @@ import (
 //
 // # Notes
 //
-// One goroutine drives an instance (Open, Process, ..., Close); Counters,
-// Stats and NextTimer may be called from others. After any error the
+// One goroutine drives an instance (Open, Process, ..., Close); Counters
+// and NextTimer may be called from others. After any error the
 // instance is unusable: every later call returns the first error.
 type Instance struct {
 	m      *Module
@@ -73,8 +73,8 @@ type Instance struct {
 // Instance, so the shared host functions know whose call they serve.
 type instKey struct{}
 
-// CallStats counts crossings of the sandbox boundary.
-type CallStats struct {
+// callStats counts crossings of the sandbox boundary.
+type callStats struct {
 	Calls     int64 // calls into the guest (exports), including Allocs
 	Allocs    int64 // of which sluice_alloc and sluice_free
 	Emits     int64 // emit calls from the guest
@@ -84,9 +84,9 @@ type CallStats struct {
 	Demoted int64
 }
 
-// Stats returns how often the instance crossed the boundary so far.
-func (in *Instance) Stats() CallStats {
-	return CallStats{
+// callStats returns how often the instance crossed the boundary so far.
+func (in *Instance) callStats() callStats {
+	return callStats{
 		Calls: in.stats.calls.Load(), Allocs: in.stats.allocs.Load(),
 		Emits: in.stats.emits.Load(), HostCalls: in.stats.hostCalls.Load(),
 		Demoted: in.stats.demoted.Load(),
@@ -106,7 +106,7 @@ func (in *Instance) Open(ctx context.Context) error {
 	for i, v := range in.cfg.Chain {
 		ids[i] = v.ID
 	}
-	info, err := json.Marshal(abi.TaskInfo{
+	info, err := sonic.ConfigStd.Marshal(abi.TaskInfo{
 		JobID: in.cfg.JobID, Task: in.cfg.TaskName, Chain: ids,
 		Subtask: in.cfg.Subtask, Parallelism: in.cfg.Parallelism, MaxParallelism: in.cfg.MaxParallelism,
 		KeyGroupStart: in.keyGroupStart, KeyGroupEnd: in.keyGroupEnd, Args: in.cfg.Args,
@@ -185,7 +185,7 @@ func (in *Instance) EndInput(ctx context.Context) error {
 	return err
 }
 
-// Barrier runs the operators' barrier hooks for checkpointID. Snapshot the
+// Barrier runs the operators' barrier hooks for checkpointID. Freeze the
 // State after it returns and before the next call.
 func (in *Instance) Barrier(ctx context.Context, checkpointID int64) error {
 	if in.fns.barrier == nil {

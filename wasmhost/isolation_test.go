@@ -36,7 +36,7 @@ func TestTenantCannotReachAnotherTenantsState(t *testing.T) {
 	snap := func(tt *testTask) []byte {
 		t.Helper()
 		var b bytes.Buffer
-		if err := tt.in.State().Snapshot(&b); err != nil {
+		if err := tt.in.State().snapshot(&b); err != nil {
 			t.Fatal(err)
 		}
 		return b.Bytes()

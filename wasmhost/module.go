@@ -4,12 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 
+	"github.com/bytedance/sonic"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/abi"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/keygroup"
+	"github.com/sluicehq/sluice/wasmhost/internal/rewrite"
 )
 
 // Module is a validated, compiled guest module. It is safe for concurrent
@@ -62,7 +63,7 @@ func (m *Module) Plan(ctx context.Context, args []string, lim Limits) (*jobgraph
 		return nil, fmt.Errorf("plan: %s returned without calling %s.%s", abi.ExportPlan, abi.HostModule, abi.ImportSetPlan)
 	}
 	var g jobgraph.Graph
-	if err := json.Unmarshal(in.plan, &g); err != nil {
+	if err := sonic.ConfigStd.Unmarshal(in.plan, &g); err != nil {
 		return nil, fmt.Errorf("plan: the graph the guest declared is not valid JSON: %w", err)
 	}
 	return &g, nil
@@ -172,10 +173,10 @@ func (m *Module) instantiate(ctx context.Context, s instanceSetup) (*Instance, e
 	}
 	in.mod = mod
 	in.mem = mod.Memory()
-	stop, ok := mod.ExportedGlobal(interruptExport).(api.MutableGlobal)
+	stop, ok := mod.ExportedGlobal(rewrite.InterruptExport).(api.MutableGlobal)
 	if !ok {
 		in.Close(ctx)
-		return nil, fmt.Errorf("instantiate: the instrumented module lacks %q (a bug)", interruptExport)
+		return nil, fmt.Errorf("instantiate: the instrumented module lacks %q (a bug)", rewrite.InterruptExport)
 	}
 	in.deadline.stop = stop
 	f := mod.ExportedFunction

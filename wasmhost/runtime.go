@@ -14,6 +14,9 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/sluicehq/sluice/internal/abi"
+	"github.com/sluicehq/sluice/wasmhost/internal/rewrite"
+	"github.com/sluicehq/sluice/wasmhost/internal/validate"
+	"github.com/sluicehq/sluice/wasmhost/internal/wasmbin"
 )
 
 const pageSize = 65536
@@ -67,7 +70,7 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 		return nil, fmt.Errorf("wasmhost: max memory %d bytes is less than one page", cfg.maxMemoryBytes)
 	}
 	// No WithCloseOnContextDone: call deadlines use the interrupt global
-	// the host adds to every module (interrupt.go), which is much cheaper.
+	// the host adds to every module (deadline.go), which is much cheaper.
 	rc := wazero.NewRuntimeConfig().
 		WithMemoryLimitPages(uint32(pages)).
 		WithCoreFeatures(api.CoreFeaturesV2)
@@ -123,8 +126,8 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	return err
 }
 
-// Digest returns the content address of a module: "sha256-<hex>".
-func Digest(wasm []byte) string {
+// digest returns the content address of a module: "sha256-<hex>".
+func digest(wasm []byte) string {
 	sum := sha256.Sum256(wasm)
 	return "sha256-" + hex.EncodeToString(sum[:])
 }
@@ -143,7 +146,7 @@ func (rt *Runtime) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 	if err := rt.precheck(wasm); err != nil {
 		return nil, err
 	}
-	digest := Digest(wasm)
+	digest := digest(wasm)
 	rt.mu.Lock()
 	if rt.closed {
 		rt.mu.Unlock()
@@ -178,13 +181,13 @@ func (rt *Runtime) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 	return c.m, c.err
 }
 
-// Validate checks wasm as Compile does without keeping the result.
-func (rt *Runtime) Validate(ctx context.Context, wasm []byte) error {
+// check validates wasm as Compile does without keeping the result.
+func (rt *Runtime) check(ctx context.Context, wasm []byte) error {
 	if err := rt.precheck(wasm); err != nil {
 		return err
 	}
 	rt.mu.Lock()
-	_, ok := rt.modules[Digest(wasm)]
+	_, ok := rt.modules[digest(wasm)]
 	rt.mu.Unlock()
 	if ok {
 		return nil
@@ -200,7 +203,7 @@ func (rt *Runtime) precheck(wasm []byte) error {
 	if rt.cfg.maxModuleBytes > 0 && len(wasm) > rt.cfg.maxModuleBytes {
 		return fmt.Errorf("%w: %d bytes, above the limit of %d", ErrInvalidModule, len(wasm), rt.cfg.maxModuleBytes)
 	}
-	if err := checkHeader(wasm); err != nil {
+	if err := wasmbin.CheckHeader(wasm); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidModule, err)
 	}
 	return nil
@@ -220,12 +223,11 @@ func (rt *Runtime) compile(ctx context.Context, wasm []byte, digest string) (*Mo
 		}
 		return fmt.Errorf("%w: %v", ErrInvalidModule, fallback)
 	}
-	inst, err := instrument(wasm)
-	var se *structureError
-	if errors.As(err, &se) {
-		// Not safe to hand to wazero's decoder (see checkStructure).
+	if err := validate.Structure(wasm); err != nil {
+		// Not safe to hand to wazero's decoder.
 		return nil, fmt.Errorf("%w: %v", ErrInvalidModule, err)
 	}
+	inst, err := rewrite.Instrument(wasm)
 	if err != nil {
 		return nil, original(err)
 	}
@@ -233,7 +235,7 @@ func (rt *Runtime) compile(ctx context.Context, wasm []byte, digest string) (*Mo
 	if err != nil {
 		return nil, original(err)
 	}
-	if err := validate(wasm, cm, rt.hostFuncs, rt.maxPages); err != nil {
+	if err := validate.ABI(wasm, cm, rt.hostFuncs, rt.maxPages); err != nil {
 		cm.Close(ctx)
 		return nil, fmt.Errorf("%w: %v", ErrInvalidModule, err)
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"slices"
 	"sort"
@@ -14,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/sluicehq/sluice/internal/keygroup"
+	"github.com/sluicehq/sluice/wasmhost/internal/statecodec"
 )
 
 // State is a task's host-managed state: keyed state and timers by key
@@ -24,9 +24,8 @@ import (
 // # Notes
 //
 // Methods are safe for concurrent use, but a consistent checkpoint needs
-// Snapshot (or Freeze) to run between Barrier and the next call into the
-// guest. To encode and upload while the task goes on, Freeze there and
-// encode the Frozen copy elsewhere.
+// Freeze to run between Barrier and the next call into the guest; the
+// Frozen copy may be encoded elsewhere while the task goes on.
 type State struct {
 	mu         sync.Mutex
 	maxP       int
@@ -132,8 +131,8 @@ func NewState(maxParallelism, keyGroupStart, keyGroupEnd int) *State {
 // groups s holds.
 func (s *State) KeyGroups() (maxParallelism, start, end int) { return s.maxP, s.start, s.end }
 
-// Size returns the bytes of keys and values s holds.
-func (s *State) Size() int64 {
+// size returns the bytes of keys and values s holds.
+func (s *State) size() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.bytes
@@ -435,30 +434,11 @@ func (s *State) popDue(now int64) []string {
 	return due
 }
 
-// Snapshot format, all integers little-endian:
-//
-//	"SLST" u32 version=1 u32 maxParallelism u32 start u32 end
-//	u32 n, n × (u32 len, opKey, u32 len, value)           operator state
-//	per non-empty key group: u32 group,
-//	  u32 n, n × (u32 len, stateKey, u32 len, value)       keyed state
-//	  u32 n, n × (u32 len, timerKey)                       timers
-//	u32 0xffffffff                                         end of groups
-//	u32 CRC-32 (IEEE) of everything before
-//
-// Entries come in map order, unsorted: sorting would double the cost of
-// a checkpoint, and nothing needs it (Restore reads any order; compare
-// snapshots by what they restore to, not by their bytes).
-//
-// Snapshot works in two steps, so a task can take a checkpoint without
+// Snapshots work in two steps, so a task can take a checkpoint without
 // stopping for the encoding: Freeze captures the state consistently in
 // O(key groups) (copy-on-write, as Flink's heap state backend), and the
-// Frozen copy sorts and encodes later, on any goroutine, while the task
-// goes on changing the State.
-const (
-	snapshotMagic   = "SLST"
-	snapshotVersion = 1
-	endOfGroups     = 0xffffffff
-)
+// Frozen copy encodes later (internal/statecodec), on any goroutine, while
+// the task goes on changing the State.
 
 // errStateLimit marks a put refused for Limits.MaxStateBytes.
 var errStateLimit = errors.New("state limit")
@@ -467,17 +447,17 @@ var errStateLimit = errors.New("state limit")
 // compatible state.
 var ErrBadSnapshot = errors.New("bad state snapshot")
 
-// Snapshot writes s to w in a self-describing binary format that Restore
+// snapshot writes s to w in a self-describing binary format that Restore
 // reads back, also into State for other key-group ranges.
-func (s *State) Snapshot(w io.Writer) error {
+func (s *State) snapshot(w io.Writer) error {
 	f := s.Freeze()
 	defer f.Release()
-	_, err := f.WriteTo(w)
+	_, err := w.Write(f.AppendTo(nil))
 	return err
 }
 
-// Frozen is a consistent copy of a State taken by Freeze: what Snapshot
-// would have written at that moment.
+// Frozen is a consistent copy of a State taken by Freeze: the snapshot of
+// that moment, to encode with AppendTo.
 type Frozen struct {
 	s                *State
 	maxP, start, end int
@@ -495,7 +475,7 @@ type entry struct {
 	v []byte
 }
 
-// Freeze captures the State for a later WriteTo, without copying bytes:
+// Freeze captures the State for a later AppendTo, without copying bytes:
 // the first Frozen outstanding takes the keyed maps themselves, in O(key
 // groups) (writes go to a delta until Release); one taken while another is
 // outstanding copies the entries' keys and value slices. Release the copy
@@ -566,36 +546,13 @@ func (f *Frozen) Release() {
 	s.delta, s.layered = nil, nil
 }
 
-// WriteTo encodes the copy into w. It may run on any goroutine,
-// concurrently with changes to the State, but not after Release.
-func (f *Frozen) WriteTo(w io.Writer) (int64, error) {
-	n, err := w.Write(f.Encode())
-	return int64(n), err
-}
-
-// Encode returns the copy's snapshot bytes, as WriteTo writes them.
-func (f *Frozen) Encode() []byte { return f.AppendTo(nil) }
-
 // AppendTo appends the copy's snapshot bytes to dst: a caller that keeps
 // its buffer from one checkpoint to the next allocates nothing.
 func (f *Frozen) AppendTo(dst []byte) []byte {
-	b := dst
-	base := len(b)
-	u32 := func(v uint32) { b = binary.LittleEndian.AppendUint32(b, v) }
-	blob := func(v string) { u32(uint32(len(v))); b = append(b, v...) }
-	pair := func(k string, v []byte) {
-		blob(k)
-		u32(uint32(len(v)))
-		b = append(b, v...)
-	}
-	b = append(b, snapshotMagic...)
-	u32(snapshotVersion)
-	u32(uint32(f.maxP))
-	u32(uint32(f.start))
-	u32(uint32(f.end))
-	u32(uint32(len(f.ops)))
-	for _, e := range f.ops {
-		pair(e.k, e.v)
+	e := statecodec.NewEncoder(dst, f.maxP, f.start, f.end)
+	e.Ops(len(f.ops))
+	for _, en := range f.ops {
+		e.Entry(en.k, en.v)
 	}
 	for g, tks := range f.timers {
 		var n int
@@ -607,27 +564,24 @@ func (f *Frozen) AppendTo(dst []byte) []byte {
 		if n == 0 && len(tks) == 0 {
 			continue
 		}
-		u32(uint32(f.start + g))
-		u32(uint32(n))
+		e.Group(f.start+g, n)
 		if f.base != nil {
 			// Straight from the maps the Frozen holds: no copy of the
 			// entries.
 			for k, v := range f.base[g] {
-				pair(k, v)
+				e.Entry(k, v)
 			}
 		} else {
-			for _, e := range f.groups[g] {
-				pair(e.k, e.v)
+			for _, en := range f.groups[g] {
+				e.Entry(en.k, en.v)
 			}
 		}
-		u32(uint32(len(tks)))
+		e.Timers(len(tks))
 		for _, k := range tks {
-			blob(k)
+			e.Timer(k)
 		}
 	}
-	u32(endOfGroups)
-	u32(crc32.ChecksumIEEE(b[base:]))
-	return b
+	return e.Finish()
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -657,94 +611,41 @@ func (s *State) Restore(r io.Reader) error {
 	if err != nil {
 		return fmt.Errorf("restore state: %w", err)
 	}
-	if len(b) < 4+5*4+4 || string(b[:4]) != snapshotMagic {
-		return fmt.Errorf("%w: no SLST header", ErrBadSnapshot)
+	// Decoded fully before s changes, so a bad snapshot changes nothing.
+	snap, err := statecodec.Decode(b, s.maxP)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrBadSnapshot, err)
 	}
-	body, sum := b[:len(b)-4], binary.LittleEndian.Uint32(b[len(b)-4:])
-	if crc32.ChecksumIEEE(body) != sum {
-		return fmt.Errorf("%w: checksum mismatch", ErrBadSnapshot)
-	}
-	d := &reader{b: body[4:]}
-	ver, maxP, start, end := d.fixed32(), d.fixed32(), d.fixed32(), d.fixed32()
-	if ver != snapshotVersion {
-		return fmt.Errorf("%w: version %d, want %d", ErrBadSnapshot, ver, snapshotVersion)
-	}
-	if int(maxP) != s.maxP {
-		return fmt.Errorf("%w: taken with max parallelism %d, this state has %d", ErrBadSnapshot, maxP, s.maxP)
-	}
-	// Decode fully before changing s, so a bad snapshot changes nothing.
-	type entry struct{ k, v []byte }
-	var ops []entry
-	n := d.fixed32()
-	for i := uint32(0); i < n && d.err == nil; i++ {
-		ops = append(ops, entry{d.bytes(d.fixed32()), d.bytes(d.fixed32())})
-	}
-	type group struct {
-		g      int
-		kv     []entry
-		timers [][]byte
-	}
-	var groups []group
-	for d.err == nil {
-		kg := d.fixed32()
-		if kg == endOfGroups {
-			break
-		}
-		if kg < start || kg > end || int(kg) >= s.maxP {
-			return fmt.Errorf("%w: key group %d outside the snapshot's range %d..%d", ErrBadSnapshot, kg, start, end)
-		}
-		gr := group{g: int(kg)}
-		n := d.fixed32()
-		for i := uint32(0); i < n && d.err == nil; i++ {
-			gr.kv = append(gr.kv, entry{d.bytes(d.fixed32()), d.bytes(d.fixed32())})
-		}
-		n = d.fixed32()
-		for i := uint32(0); i < n && d.err == nil; i++ {
-			tk := d.bytes(d.fixed32())
-			if d.err == nil && len(tk) < 12 {
-				return fmt.Errorf("%w: timer entry of %d bytes", ErrBadSnapshot, len(tk))
-			}
-			gr.timers = append(gr.timers, tk)
-		}
-		groups = append(groups, gr)
-	}
-	if d.err != nil {
-		return fmt.Errorf("%w: %v", ErrBadSnapshot, d.err)
-	}
-	if len(d.b) != 0 {
-		return fmt.Errorf("%w: %d trailing bytes", ErrBadSnapshot, len(d.b))
-	}
-
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if int(start) >= s.start && int(start) <= s.end {
-		for _, e := range ops {
-			if old, ok := s.ops[string(e.k)]; ok {
-				s.bytes -= int64(len(e.k) + len(old))
+	if snap.Start >= s.start && snap.Start <= s.end {
+		for _, e := range snap.Ops {
+			if old, ok := s.ops[string(e.Key)]; ok {
+				s.bytes -= int64(len(e.Key) + len(old))
 			}
-			s.ops[string(e.k)] = bytes.Clone(e.v)
-			s.bytes += int64(len(e.k) + len(e.v))
+			s.ops[string(e.Key)] = bytes.Clone(e.Value)
+			s.bytes += int64(len(e.Key) + len(e.Value))
 		}
 	}
-	for _, gr := range groups {
-		if gr.g < s.start || gr.g > s.end {
+	for _, gr := range snap.Groups {
+		if gr.KeyGroup < s.start || gr.KeyGroup > s.end {
 			continue
 		}
-		i := gr.g - s.start
+		i := gr.KeyGroup - s.start
 		if s.groups[i] == nil && s.delta == nil {
-			s.groups[i] = make(map[string][]byte, len(gr.kv))
+			s.groups[i] = make(map[string][]byte, len(gr.Entries))
 		}
-		for _, e := range gr.kv {
-			if old, ok := s.kv(i, string(e.k)); ok {
-				s.bytes -= int64(len(e.k) + len(old))
+		for _, e := range gr.Entries {
+			if old, ok := s.kv(i, string(e.Key)); ok {
+				s.bytes -= int64(len(e.Key) + len(old))
 			}
-			s.setKV(i, string(e.k), bytes.Clone(e.v))
-			s.bytes += int64(len(e.k) + len(e.v))
+			s.setKV(i, string(e.Key), bytes.Clone(e.Value))
+			s.bytes += int64(len(e.Key) + len(e.Value))
 		}
-		if s.timers[i] == nil && len(gr.timers) > 0 {
-			s.timers[i] = make(map[string]struct{}, len(gr.timers))
+		if s.timers[i] == nil && len(gr.Timers) > 0 {
+			s.timers[i] = make(map[string]struct{}, len(gr.Timers))
 		}
-		for _, tk := range gr.timers {
+		for _, tk := range gr.Timers {
 			if _, ok := s.timers[i][string(tk)]; ok {
 				continue
 			}
@@ -755,12 +656,4 @@ func (s *State) Restore(r io.Reader) error {
 		}
 	}
 	return nil
-}
-
-func (r *reader) fixed32() uint32 {
-	b := r.bytes(4)
-	if r.err != nil {
-		return 0
-	}
-	return binary.LittleEndian.Uint32(b)
 }

@@ -30,7 +30,7 @@ func fill(t *testing.T, s *State, n int) {
 func snapshot(t *testing.T, s *State) []byte {
 	t.Helper()
 	var b bytes.Buffer
-	if err := s.Snapshot(&b); err != nil {
+	if err := s.snapshot(&b); err != nil {
 		t.Fatal(err)
 	}
 	return b.Bytes()
@@ -100,8 +100,8 @@ func TestStateRescale(t *testing.T) {
 	if content(t, snapshot(t, back)) != content(t, snap) {
 		t.Error("state scaled out and back in differs from the original")
 	}
-	if back.Size() != whole.Size() {
-		t.Errorf("size %d, want %d", back.Size(), whole.Size())
+	if back.size() != whole.size() {
+		t.Errorf("size %d, want %d", back.size(), whole.size())
 	}
 	if got := len(back.popDue(n)); got != n {
 		t.Errorf("%d timers due, want %d", got, n)
@@ -139,8 +139,8 @@ func TestStateLimit(t *testing.T) {
 	if err := s.put(key, ck, make([]byte, 10), 50); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.del(key, ck); err != nil || s.Size() != 0 {
-		t.Fatalf("after delete: %v, size %d", err, s.Size())
+	if err := s.del(key, ck); err != nil || s.size() != 0 {
+		t.Fatalf("after delete: %v, size %d", err, s.size())
 	}
 }
 
@@ -154,7 +154,7 @@ func FuzzRestore(f *testing.F) {
 		s.registerTimer(2, key, int64(i), 0)
 	}
 	var b bytes.Buffer
-	s.Snapshot(&b)
+	s.snapshot(&b)
 	f.Add(b.Bytes())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		st := NewState(8, 2, 5)
@@ -162,7 +162,7 @@ func FuzzRestore(f *testing.F) {
 			return
 		}
 		var out bytes.Buffer
-		if err := st.Snapshot(&out); err != nil {
+		if err := st.snapshot(&out); err != nil {
 			t.Fatal(err)
 		}
 		st.nextTimer()

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/wasmhost/internal/wasmbin"
 )
 
 func TestCompileRejects(t *testing.T) {
@@ -73,8 +75,8 @@ func TestCompileRejects(t *testing.T) {
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %q does not say %q", err, tc.want)
 			}
-			if err2 := rt.Validate(ctx, tc.wasm); err2 == nil || err2.Error() != err.Error() {
-				t.Errorf("Validate = %v, Compile = %v", err2, err)
+			if err2 := rt.check(ctx, tc.wasm); err2 == nil || err2.Error() != err.Error() {
+				t.Errorf("check = %v, Compile = %v", err2, err)
 			}
 		})
 	}
@@ -92,12 +94,12 @@ func TestCompileIsCachedByDigest(t *testing.T) {
 	if again != mod {
 		t.Error("compiling the same bytes twice gave two modules")
 	}
-	if mod.Digest() != Digest(shared.wasm) || !strings.HasPrefix(mod.Digest(), "sha256-") || len(mod.Digest()) != 7+64 {
+	if mod.Digest() != digest(shared.wasm) || !strings.HasPrefix(mod.Digest(), "sha256-") || len(mod.Digest()) != 7+64 {
 		t.Errorf("digest %q", mod.Digest())
 	}
 }
 
-// FuzzValidate compiles arbitrary bytes: Compile and Validate must return
+// FuzzValidate compiles arbitrary bytes: Compile and check must return
 // an error or a module, never panic or hang.
 func FuzzValidate(f *testing.F) {
 	f.Add(abiModule(nil, "process", i32const(0)).bytes())
@@ -106,18 +108,18 @@ func FuzzValidate(f *testing.F) {
 	f.Add([]byte("\x00asm\x01\x00\x00\x00"))
 	f.Add([]byte("\x00asm\x01\x00\x00\x00\x02\x05\x01\x00\x00\x03\x00"))
 	ctx := context.Background()
-	rt, err := NewRuntime(ctx, NewRuntimeConfig().WithMaxMemoryBytes(64<<20))
+	rt, err := NewRuntime(ctx, NewRuntimeConfig().withMaxMemoryBytes(64<<20))
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { rt.Close(ctx) })
 	f.Fuzz(func(t *testing.T, wasm []byte) {
-		err := rt.Validate(ctx, wasm)
+		err := rt.check(ctx, wasm)
 		if err != nil && !errors.Is(err, ErrInvalidModule) {
-			t.Fatalf("Validate: an error that is not ErrInvalidModule: %v", err)
+			t.Fatalf("check: an error that is not ErrInvalidModule: %v", err)
 		}
 		if err == nil {
-			if _, err := parseImports(wasm); err != nil {
+			if _, err := wasmbin.Imports(wasm); err != nil {
 				t.Fatalf("a valid module's imports do not parse: %v", err)
 			}
 		}

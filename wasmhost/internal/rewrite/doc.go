@@ -1,0 +1,34 @@
+// Package rewrite instruments a guest module so a call into it can be
+// interrupted: it adds an interrupt flag and a fuel counter, checked at
+// every function entry and loop header, and caps the guest's tables.
+//
+// Deadlines work like Wasmtime's epoch interruption with fuel: before
+// compiling, the host adds two mutable i32 globals to the module, $interrupt
+// and $fuel, and at every function entry and loop header the instructions
+//
+//	$fuel -= 1
+//	if $fuel == 0 {
+//	    $fuel = FuelInterval
+//	    drop(memory.grow(0))           ;; comes back to Go: see below
+//	    if $interrupt { unreachable }
+//	}
+//
+// The host sets $interrupt (exported as [InterruptExport]) when a call's
+// deadline passes; the guest traps within FuelInterval loop iterations or
+// calls.
+//
+// The memory.grow(0) matters as much as the flag. Go cannot preempt compiled
+// Wasm, so a guest that never leaves it blocks every stop-the-world (a garbage
+// collection) of the whole process — and with the world stopping, the
+// deadline timer never runs either: one spinning guest froze the TaskManager.
+// wazero runs memory.grow in Go, where the goroutine can be preempted, so the
+// world can stop every FuelInterval iterations at the latest.
+//
+// wazero's own mechanism (WithCloseOnContextDone) leaves compiled code for Go
+// at every loop iteration, which made Go guests 10 to 40 times slower; this
+// costs a decrement and a branch, and a trip to Go every FuelInterval checks.
+//
+// It reads modules through wasmhost/internal/wasmbin and takes its table cap
+// from wasmhost/internal/validate, whose Structure a module must pass first.
+// It must not import wazero or wasmhost: it maps bytes to bytes.
+package rewrite

@@ -1,0 +1,241 @@
+package rewrite
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/sluicehq/sluice/internal/abi"
+	"github.com/sluicehq/sluice/wasmhost/internal/validate"
+	"github.com/sluicehq/sluice/wasmhost/internal/wasmbin"
+)
+
+// InterruptExport names the added $interrupt global in the instrumented
+// module: the host sets it to 1 to stop the running call, and back to 0.
+const InterruptExport = "sluice:interrupt"
+
+// FuelInterval is how many checks a guest runs between trips to Go. A trip
+// costs about as much as a few hundred checks; 1<<14 keeps it under 0.1% and
+// lets the world stop within well under a millisecond of guest time.
+const FuelInterval = 1 << 14
+
+// Instrument returns wasm with the interrupt and fuel globals, their checks
+// and the table caps added. It decodes every instruction, so it also
+// rejects what it cannot parse; it does not otherwise validate (wazero does,
+// after). wasm must have passed validate.Structure.
+//
+// # Errors
+//
+// A module with a start function (the host must call it under a deadline:
+// export it as _initialize), an export named InterruptExport, no linear
+// memory, an instruction it cannot decode, or one that names a global the
+// module does not have.
+func Instrument(wasm []byte) ([]byte, error) {
+	if err := wasmbin.CheckHeader(wasm); err != nil {
+		return nil, err
+	}
+	secs, err := wasmbin.Sections(wasm)
+	if err != nil {
+		return nil, err
+	}
+	var importedGlobals, definedGlobals uint32
+	hasMemory := false
+	for _, s := range secs {
+		switch s.ID {
+		case wasmbin.SectionImport:
+			ims, err := wasmbin.ImportSection(s.Body)
+			if err != nil {
+				return nil, err
+			}
+			for _, im := range ims {
+				switch im.Kind {
+				case wasmbin.ImportGlobal:
+					importedGlobals++
+				case wasmbin.ImportMemory:
+					hasMemory = true
+				}
+			}
+		case wasmbin.SectionMemory:
+			hasMemory = hasMemory || wasmbin.NewReader(s.Body).U32() > 0
+		case wasmbin.SectionGlobal:
+			gr := wasmbin.NewReader(s.Body)
+			definedGlobals = gr.U32()
+			if gr.Err() != nil {
+				return nil, fmt.Errorf("global section: %w", gr.Err())
+			}
+		case wasmbin.SectionStart:
+			return nil, errors.New("module has a start function: export it as _initialize instead")
+		case wasmbin.SectionExport:
+			if wasmbin.ExportsName(s.Body, InterruptExport) {
+				return nil, fmt.Errorf("export name %q is reserved", InterruptExport)
+			}
+		}
+	}
+	if !hasMemory {
+		// The fuel check needs memory.grow, and the ABI needs a memory anyway.
+		return nil, fmt.Errorf("module has no linear memory: the guest must export its memory as %q", abi.ExportMemory)
+	}
+	g := importedGlobals + definedGlobals // $interrupt; $fuel is g+1
+	check := fuelCheck(g, g+1)
+	newGlobal := []byte{0x7f, 0x01, 0x41, 0x00, 0x0b} // $interrupt: mut i32 = i32.const 0
+	newGlobal = append(append(newGlobal, 0x7f, 0x01, 0x41), wasmbin.AppendU32(nil, FuelInterval)...)
+	newGlobal = append(newGlobal, 0x0b) // $fuel: mut i32 = i32.const FuelInterval
+	newExport := append(wasmbin.AppendU32(nil, uint32(len(InterruptExport))), InterruptExport...)
+	newExport = wasmbin.AppendU32(append(newExport, 0x03), g)
+
+	out := append([]byte(nil), wasmbin.Header...)
+	emit := func(id byte, body []byte) {
+		out = append(out, id)
+		out = wasmbin.AppendU32(out, uint32(len(body)))
+		out = append(out, body...)
+	}
+	// Section order: 1 type, 2 import, 3 function, 4 table, 5 memory,
+	// 13 tag, 6 global, 7 export, 8 start, 9 element, 12 data count,
+	// 10 code, 11 data; custom sections (0) anywhere.
+	order := map[byte]int{1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 13: 6, 6: 7, 7: 8, 8: 9, 9: 10, 12: 11, 10: 12, 11: 13}
+	addedGlobal, addedExport := false, false
+	flush := func(before int) {
+		if !addedGlobal && before > order[wasmbin.SectionGlobal] {
+			emit(wasmbin.SectionGlobal, append(wasmbin.AppendU32(nil, 2), newGlobal...))
+			addedGlobal = true
+		}
+		if !addedExport && before > order[wasmbin.SectionExport] {
+			emit(wasmbin.SectionExport, append(wasmbin.AppendU32(nil, 1), newExport...))
+			addedExport = true
+		}
+	}
+	for _, s := range secs {
+		if s.ID != wasmbin.SectionCustom {
+			flush(order[s.ID])
+		}
+		switch s.ID {
+		case wasmbin.SectionCustom:
+			// DWARF refers to code offsets, which change: drop it.
+			if n, ok := wasmbin.CustomName(s.Body); ok && len(n) > 7 && n[:7] == ".debug_" {
+				continue
+			}
+			emit(s.ID, s.Body)
+		case wasmbin.SectionGlobal:
+			gr := wasmbin.NewReader(s.Body)
+			n := gr.U32()
+			emit(s.ID, append(wasmbin.AppendU32(nil, n+2), append(append([]byte(nil), gr.Rest()...), newGlobal...)...))
+			addedGlobal = true
+		case wasmbin.SectionExport:
+			er := wasmbin.NewReader(s.Body)
+			n := er.U32()
+			emit(s.ID, append(wasmbin.AppendU32(nil, n+1), append(append([]byte(nil), er.Rest()...), newExport...)...))
+			addedExport = true
+		case wasmbin.SectionTable:
+			tables, err := capTables(s.Body)
+			if err != nil {
+				return nil, err
+			}
+			emit(s.ID, tables)
+		case wasmbin.SectionCode:
+			code, err := instrumentCode(s.Body, check, g)
+			if err != nil {
+				return nil, err
+			}
+			emit(s.ID, code)
+		default:
+			emit(s.ID, s.Body)
+		}
+	}
+	flush(1 << 30)
+	return out, nil
+}
+
+// fuelCheck returns the instructions placed at every function entry and loop
+// header (see the package doc). FuelInterval is positive and below 2^20, so
+// its unsigned LEB128 is also the signed one i32.const wants.
+func fuelCheck(interrupt, fuel uint32) []byte {
+	u := wasmbin.AppendU32
+	c := u([]byte{0x23}, fuel)                     // global.get $fuel
+	c = append(c, 0x41, 0x01, 0x6b)                // i32.const 1; i32.sub
+	c = u(append(c, 0x24), fuel)                   // global.set $fuel
+	c = u(append(c, 0x23), fuel)                   // global.get $fuel
+	c = append(c, 0x45, 0x04, 0x40, 0x41)          // i32.eqz; if; i32.const
+	c = u(c, FuelInterval)                         //   FuelInterval
+	c = u(append(c, 0x24), fuel)                   //   global.set $fuel
+	c = append(c, 0x41, 0x00, 0x40, 0x00, 0x1a)    // i32.const 0; memory.grow 0; drop
+	c = u(append(c, 0x23), interrupt)              // global.get $interrupt
+	return append(c, 0x04, 0x40, 0x00, 0x0b, 0x0b) // if; unreachable; end; end
+}
+
+// capTables rewrites the table section so every table has a maximum of at
+// most validate.MaxTableElements: table.grow beyond it fails (returns -1) in
+// the guest.
+func capTables(body []byte) ([]byte, error) {
+	r := wasmbin.NewReader(body)
+	n := r.U32()
+	out := wasmbin.AppendU32(nil, n)
+	for i := uint32(0); i < n && r.Err() == nil; i++ {
+		reftype, flags := r.Byte(), r.Byte()
+		min := r.U32()
+		max := uint32(validate.MaxTableElements)
+		if flags&1 != 0 {
+			if m := r.U32(); m < max {
+				max = m
+			}
+		}
+		if r.Err() != nil {
+			break
+		}
+		if flags&^1 != 0 || min > validate.MaxTableElements {
+			// validate.Structure refuses these.
+			return nil, fmt.Errorf("table %d: limits flags %#x, minimum %d: not capped", i, flags, min)
+		}
+		if max < min {
+			max = min
+		}
+		out = append(out, reftype, 1)
+		out = wasmbin.AppendU32(wasmbin.AppendU32(out, min), max)
+	}
+	if r.Err() != nil {
+		return nil, fmt.Errorf("table section: %w", r.Err())
+	}
+	return out, nil
+}
+
+// instrumentCode rewrites the code section: the check goes at the start of
+// every function body and after every loop's block type. Instructions that
+// touch global g, which the guest's own code cannot have named, are refused.
+func instrumentCode(body, check []byte, g uint32) ([]byte, error) {
+	r := wasmbin.NewReader(body)
+	n := r.U32()
+	out := wasmbin.AppendU32(nil, n)
+	var fn []byte
+	for i := uint32(0); i < n; i++ {
+		b := r.Name()
+		if r.Err() != nil {
+			return nil, fmt.Errorf("code section: function %d: %w", i, r.Err())
+		}
+		fr := wasmbin.NewReader(b)
+		locals := fr.U32()
+		for j := uint32(0); j < locals && fr.Err() == nil; j++ {
+			fr.U32()
+			fr.Byte()
+		}
+		if fr.Err() != nil {
+			return nil, fmt.Errorf("function %d: locals: %w", i, fr.Err())
+		}
+		fn = append(fn[:0], b[:len(b)-fr.Len()]...)
+		fn = append(fn, check...)
+		for fr.Len() > 0 {
+			start := fr.Rest()
+			op := fr.Byte()
+			if err := fr.Immediates(op, g); err != nil {
+				return nil, fmt.Errorf("function %d: %w", i, err)
+			}
+			fn = append(fn, start[:len(start)-fr.Len()]...)
+			if op == wasmbin.OpLoop {
+				fn = append(fn, check...)
+			}
+		}
+		out = wasmbin.AppendU32(out, uint32(len(fn)))
+		out = append(out, fn...)
+	}
+	if r.Len() != 0 {
+		return nil, errors.New("code section: trailing bytes")
+	}
+	return out, nil
+}

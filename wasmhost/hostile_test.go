@@ -293,13 +293,8 @@ func TestManyInstancesConcurrentlyLeakNothing(t *testing.T) {
 		t.Errorf("heap grew by %d MiB after 200 closed instances", (after-before)>>20)
 	}
 	// Goroutines wazero starts per call end shortly after the call.
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > goroutines+2 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > goroutines+2 {
-		t.Errorf("%d goroutines, %d before", n, goroutines)
-	}
+	testutil.Eventually(t, 5*time.Second, func() bool { return runtime.NumGoroutine() <= goroutines+2 },
+		"goroutines stay above the %d there were before", goroutines)
 }
 
 func heapInUse() uint64 {
@@ -315,15 +310,17 @@ func heapInUse() uint64 {
 // so a garbage collection that starts while a guest spins waits for the guest
 // to come back to Go — and the deadline timer cannot run until it does.
 func TestInfiniteLoopDuringGCStopsAtDeadline(t *testing.T) {
-	in := handmade(t, abiModule(nil, "spin", cat([]byte{0x03, 0x40, 0x0c, 0x00, 0x0b}, i32const(0))), Limits{CallTimeout: 300 * time.Millisecond})
-	gcDone := make(chan struct{})
-	go func() {
-		defer close(gcDone)
-		time.Sleep(50 * time.Millisecond) // let the guest start spinning
-		runtime.GC()
-	}()
-	requireGuestError(t, in.Process(context.Background(), textRecords("x")), ErrDeadline)
-	<-gcDone
+	// The guest calls now_ms, then spins: the host call tells the test the
+	// guest has entered its loop.
+	now := []hImport{{module: abi.HostModule, name: abi.ImportNow, results: []byte{tI64}}}
+	spin := cat(call(0), []byte{0x1a}, []byte{0x03, 0x40, 0x0c, 0x00, 0x0b}, i32const(0)) // now_ms; drop; loop br 0 end
+	in := handmade(t, abiModule(now, "spin", spin), Limits{CallTimeout: 300 * time.Millisecond})
+	before := in.stats.hostCalls.Load()
+	done := make(chan error, 1)
+	go func() { done <- in.Process(context.Background(), textRecords("x")) }()
+	testutil.Eventually(t, 5*time.Second, func() bool { return in.stats.hostCalls.Load() > before }, "the guest never called now_ms")
+	runtime.GC()
+	requireGuestError(t, <-done, ErrDeadline)
 	stillHealthy(t)
 }
 

@@ -227,7 +227,7 @@ func (rt *Runtime) compile(ctx context.Context, wasm []byte, digest string) (*Mo
 		// Not safe to hand to wazero's decoder.
 		return nil, fmt.Errorf("%w: %v", ErrInvalidModule, err)
 	}
-	inst, err := rewrite.Instrument(wasm)
+	inst, err := rewrite.Instrument(wasm, validate.MaxTableElements)
 	if err != nil {
 		return nil, original(err)
 	}

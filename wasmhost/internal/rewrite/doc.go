@@ -28,7 +28,8 @@
 // at every loop iteration, which made Go guests 10 to 40 times slower; this
 // costs a decrement and a branch, and a trip to Go every FuelInterval checks.
 //
-// It reads modules through wasmhost/internal/wasmbin and takes its table cap
-// from wasmhost/internal/validate, whose Structure a module must pass first.
-// It must not import wazero or wasmhost: it maps bytes to bytes.
+// It reads modules through wasmhost/internal/wasmbin; a module must pass
+// wasmhost/internal/validate's Structure first, and the caller passes the
+// table cap that Structure enforces. It must not import wazero, wasmhost or
+// its other internal packages: it maps bytes to bytes.
 package rewrite

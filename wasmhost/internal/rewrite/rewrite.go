@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/sluicehq/sluice/internal/abi"
-	"github.com/sluicehq/sluice/wasmhost/internal/validate"
 	"github.com/sluicehq/sluice/wasmhost/internal/wasmbin"
 )
 
@@ -18,10 +17,12 @@ const InterruptExport = "sluice:interrupt"
 // lets the world stop within well under a millisecond of guest time.
 const FuelInterval = 1 << 14
 
-// Instrument returns wasm with the interrupt and fuel globals, their checks
-// and the table caps added. It decodes every instruction, so it also
-// rejects what it cannot parse; it does not otherwise validate (wazero does,
-// after). wasm must have passed validate.Structure.
+// Instrument returns wasm with the interrupt and fuel globals and their
+// checks added, and the maximum of every table capped at maxTable elements:
+// table.grow beyond it fails (returns -1) in the guest. It decodes every
+// instruction, so it also rejects what it cannot parse; it does not
+// otherwise validate (wazero does, after). wasm must have passed
+// validate.Structure, which refuses tables that start above the cap.
 //
 // # Errors
 //
@@ -29,7 +30,7 @@ const FuelInterval = 1 << 14
 // export it as _initialize), an export named InterruptExport, no linear
 // memory, an instruction it cannot decode, or one that names a global the
 // module does not have.
-func Instrument(wasm []byte) ([]byte, error) {
+func Instrument(wasm []byte, maxTable uint32) ([]byte, error) {
 	if err := wasmbin.CheckHeader(wasm); err != nil {
 		return nil, err
 	}
@@ -125,7 +126,7 @@ func Instrument(wasm []byte) ([]byte, error) {
 			emit(s.ID, append(wasmbin.AppendU32(nil, n+1), append(append([]byte(nil), er.Rest()...), newExport...)...))
 			addedExport = true
 		case wasmbin.SectionTable:
-			tables, err := capTables(s.Body)
+			tables, err := capTables(s.Body, maxTable)
 			if err != nil {
 				return nil, err
 			}
@@ -162,16 +163,15 @@ func fuelCheck(interrupt, fuel uint32) []byte {
 }
 
 // capTables rewrites the table section so every table has a maximum of at
-// most validate.MaxTableElements: table.grow beyond it fails (returns -1) in
-// the guest.
-func capTables(body []byte) ([]byte, error) {
+// most maxTable.
+func capTables(body []byte, maxTable uint32) ([]byte, error) {
 	r := wasmbin.NewReader(body)
 	n := r.U32()
 	out := wasmbin.AppendU32(nil, n)
 	for i := uint32(0); i < n && r.Err() == nil; i++ {
 		reftype, flags := r.Byte(), r.Byte()
 		min := r.U32()
-		max := uint32(validate.MaxTableElements)
+		max := maxTable
 		if flags&1 != 0 {
 			if m := r.U32(); m < max {
 				max = m
@@ -180,7 +180,7 @@ func capTables(body []byte) ([]byte, error) {
 		if r.Err() != nil {
 			break
 		}
-		if flags&^1 != 0 || min > validate.MaxTableElements {
+		if flags&^1 != 0 || min > maxTable {
 			// validate.Structure refuses these.
 			return nil, fmt.Errorf("table %d: limits flags %#x, minimum %d: not capped", i, flags, min)
 		}

@@ -58,7 +58,7 @@ func (m testModule) bytes() []byte {
 
 func TestInstrumentedModuleRunsAndStops(t *testing.T) {
 	ctx := context.Background()
-	out, err := Instrument(testModule{}.bytes())
+	out, err := Instrument(testModule{}.bytes(), validate.MaxTableElements)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestInstrumentedModuleRunsAndStops(t *testing.T) {
 func TestInstrumentCapsTablesAndDropsDWARF(t *testing.T) {
 	table := sect(wasmbin.SectionTable, 1, 0x70, 0, 1) // funcref, min 1, no max
 	dwarf := sect(wasmbin.SectionCustom, append(name(".debug_info"), 1, 2, 3)...)
-	out, err := Instrument(testModule{extra: [][]byte{table, dwarf}}.bytes())
+	out, err := Instrument(testModule{extra: [][]byte{table, dwarf}}.bytes(), validate.MaxTableElements)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestInstrumentRejects(t *testing.T) {
 		{"foreign global", testModule{body: []byte{0, 0x23, 0x00, 0x1a, 0x0b}}, "function 0: global index 0 out of range"},
 		{"unknown instruction", testModule{body: []byte{0, 0xff, 0x0b}}, "unsupported instruction 0xff"},
 	} {
-		if _, err := Instrument(tc.m.bytes()); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := Instrument(tc.m.bytes(), validate.MaxTableElements); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
 		}
 	}
@@ -138,7 +138,7 @@ func FuzzInstrument(f *testing.F) {
 		if validate.Structure(wasm) != nil {
 			return
 		}
-		out, err := Instrument(wasm)
+		out, err := Instrument(wasm, validate.MaxTableElements)
 		if err != nil {
 			return
 		}

@@ -12,7 +12,7 @@ const MaxLocals = 50000
 // MaxTableElements bounds each table of an instance: wazero keeps tables in
 // host memory, outside the instance's memory cap, so a table could otherwise
 // grow to 2^27 entries (1 GiB). A table may not start above it; the
-// rewriter caps every table's maximum at it.
+// runtime has the rewriter cap every table's maximum at it.
 const MaxTableElements = 1 << 20
 
 // Structure checks what must hold before wazero's decoder may read wasm:

@@ -1,10 +1,7 @@
 package jobmaster
 
 import (
-	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -13,133 +10,37 @@ import (
 
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/internal/checkpoint"
-	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/rpcerr"
+	"github.com/sluicehq/sluice/jm/jobmaster/checkpointing"
 )
 
-// The checkpoint coordinator. Its state lives in JobMaster.cp and, like
-// the rest of the job, is owned by the loop goroutine; blob IO and RPCs run
-// in the background (goBG) and come back as events.
-//
-// A checkpoint goes through these stages:
-//
-//	trigger ──► ACKING ── every execution acked ──► WRITING ── metadata written ──► COMMITTING ──► COMPLETED
-//	  (sources)   │  decline, trigger RPC error,      │ (savepoint copy,               │ (file-sink parts;
-//	              │  timeout, a task finished,        │  metadata last)                │  retried until done
-//	              │  the attempt ended                │ write failed                   │  or the attempt ends)
-//	              └───────────────────────────────────┴──► ABORTED (directory deleted, tasks told)
+// The checkpoint coordinator is checkpointing.Coordinator: a state
+// machine (its states are drawn in its package doc) that the loop
+// goroutine feeds with events and whose commands it carries out here:
+// trigger and notify RPCs, the metadata writes, sink commits and deletes
+// of the blob store, and the timers. Every RPC and all blob IO run in the
+// background (goBG) and come back as checkpointing events.
 //
 // Once its metadata is written a checkpoint exists and is the restore
 // point, even before its sink parts are committed: a restore commits them
 // again (Commit is idempotent), so every committed part is covered by a
 // checkpoint that exists.
-//
-// Periodic checkpoints run only while the job is RUNNING and every
-// execution of the attempt is RUNNING: none before the last task reported
-// RUNNING and none after the first one FINISHED (a finished task can no
-// longer acknowledge), as Flink before 1.14 (FLIP-147 added checkpoints
-// after tasks finish). A checkpoint in ACKING that is missing the ack of a
-// task that finishes is aborted.
 
 // Retry bounds of blob work that must eventually succeed (restore
 // preparation, sink commits).
 const (
 	retryMin = 200 * time.Millisecond
 	retryMax = 5 * time.Second
-	// maxCheckpointHistory bounds what Checkpoints returns.
-	maxCheckpointHistory = 100
-	// maxMissingNamed bounds the tasks an expiry message names.
-	maxMissingNamed = 8
 )
-
-type cpStage int
-
-const (
-	stageAcking cpStage = iota
-	stageWriting
-	stageCommitting
-)
-
-// coordinator is the checkpoint coordinator's state.
-type coordinator struct {
-	conf    checkpoint.Config // with defaults applied
-	keys    blob.Keys         // valid when the job has a blob store
-	nextID  int64
-	pending map[int64]*pendingCheckpoint
-	// completed are the retained completed checkpoints of this job, by id.
-	completed []int64
-	// latest is the restore point: the newest checkpoint whose metadata is
-	// written, or the Restore the job started from.
-	latest *checkpoint.Metadata
-	// history holds ended checkpoints, oldest first.
-	history   []checkpoint.Stats
-	failures  int       // periodic checkpoints failed in a row
-	lastEnd   time.Time // last completion or abort (monotonic clock)
-	tickArmed bool
-	stopping  bool // a stop-with-savepoint completed: tasks are being canceled
-	// undeleted are directories whose deletion failed (the store was
-	// down): deleted again once a checkpoint completes, as the store works
-	// again then.
-	undeleted map[string]int64
-}
-
-// pendingCheckpoint is one checkpoint not yet completed or aborted.
-type pendingCheckpoint struct {
-	id        int64
-	attempt   int64
-	savepoint bool
-	stop      bool
-	spID      string
-	dir       string // the checkpoint's directory
-	spDir     string // savepoints: the savepoint's directory
-	triggered time.Time
-	began     time.Time // monotonic, for the duration
-	stage     cpStage
-	waiting   map[string]*execution
-	acks      map[string]checkpoint.Ack
-	meta      *checkpoint.Metadata
-	spMeta    *checkpoint.Metadata
-	// work is closed when the stage's background blob work has returned.
-	work chan struct{}
-	// ended is closed when the checkpoint leaves pending: it stops its
-	// expiry timer.
-	ended   chan struct{}
-	expired bool
-	reply   chan savepointReply // savepoints: the caller of TriggerSavepoint
-}
-
-func (p *pendingCheckpoint) location() string {
-	if p.savepoint {
-		return p.spDir
-	}
-	return p.dir
-}
-
-func (p *pendingCheckpoint) stats(status, reason string, end time.Time, size int64) checkpoint.Stats {
-	s := checkpoint.Stats{
-		ID: p.id, Savepoint: p.savepoint, SavepointID: p.spID, Status: status,
-		Triggered: p.triggered, Size: size, Reason: reason, Location: p.location(),
-	}
-	if !end.IsZero() {
-		s.Duration = end.Sub(p.triggered)
-	}
-	return s
-}
 
 type savepointReply struct {
 	stats checkpoint.Stats
 	err   error
 }
 
-// Checkpoint events.
+// Checkpoint events that need an answer; the others are checkpointing
+// events, sent to the loop as they are.
 type (
-	evCheckpointTick    struct{ attempt int64 }
-	evCheckpointExpired struct{ id int64 }
-	evTriggerFailed     struct {
-		id     int64
-		execID string
-		err    error
-	}
 	evAck struct {
 		f     FencingToken
 		a     checkpoint.Ack
@@ -149,14 +50,6 @@ type (
 		f     FencingToken
 		d     checkpoint.Decline
 		reply chan error
-	}
-	evWritten struct {
-		id  int64
-		err error
-	}
-	evCommitted struct {
-		id  int64
-		err error
 	}
 	evSavepoint struct {
 		stop  bool
@@ -234,41 +127,107 @@ func (jm *JobMaster) DeclineCheckpoint(ctx context.Context, f FencingToken, d ch
 	return jm.ask(ctx, func(reply chan error) any { return evDecline{f: f, d: d, reply: reply} })
 }
 
-// handleCheckpoint dispatches the coordinator's events; false when ev is
-// not one of them.
+// handleCheckpoint dispatches the checkpoint events; false when ev is not
+// one of them.
 func (jm *JobMaster) handleCheckpoint(ev any) bool {
 	switch ev := ev.(type) {
-	case evCheckpointTick:
-		jm.onTick(ev.attempt)
-	case evCheckpointExpired:
-		jm.onExpired(ev.id)
-	case evTriggerFailed:
-		if p := jm.cp.pending[ev.id]; p != nil && p.stage == stageAcking {
-			x := jm.byID[ev.execID]
-			// A source that is not running (it just finished, or is not
-			// there yet) is a race with its report, not a failure.
-			notReady := errors.Is(ev.err, rpcerr.ErrFailedPrecondition) || errors.Is(ev.err, rpcerr.ErrNotFound)
-			jm.abortCheckpoint(p, fmt.Sprintf("trigger at %s: %v", x.describe(), ev.err), !notReady)
+	case checkpointing.Event:
+		switch ev := ev.(type) {
+		case checkpointing.Written:
+			delete(jm.cpWork, ev.ID) // the write's goroutine has returned
+		case checkpointing.Committed:
+			delete(jm.cpWork, ev.ID)
 		}
+		jm.checkpointEvent(ev)
 	case evAck:
 		ev.reply <- jm.onAck(ev.f, ev.a)
 	case evDecline:
 		ev.reply <- jm.onDecline(ev.f, ev.d)
-	case evWritten:
-		jm.onWritten(ev.id, ev.err)
-	case evCommitted:
-		jm.onCommitted(ev.id, ev.err)
 	case evSavepoint:
-		jm.onSavepoint(ev)
-	case evUndeleted:
-		if jm.cp.undeleted == nil {
-			jm.cp.undeleted = map[string]int64{}
-		}
-		jm.cp.undeleted[ev.dir] = ev.id
+		jm.lastWaiter++
+		jm.waiters[jm.lastWaiter] = ev.reply
+		jm.checkpointEvent(checkpointing.SavepointRequested{Stop: ev.stop, Waiter: jm.lastWaiter})
 	default:
 		return false
 	}
 	return true
+}
+
+// checkpointEvent feeds ev to the coordinator and carries out its
+// commands, in order.
+func (jm *JobMaster) checkpointEvent(ev checkpointing.Event) error {
+	v := checkpointing.View{
+		Attempt: jm.attempt, Running: jm.state == Running, AllRunning: jm.allRunning(), Finishing: jm.finishing,
+		State: string(jm.state), Failure: jm.failure, Now: jm.cfg.Now(), Mono: time.Now(),
+	}
+	cmds, err := jm.cp.Handle(v, ev)
+	for _, c := range cmds {
+		jm.carryOut(c)
+	}
+	return err
+}
+
+func (jm *JobMaster) carryOut(c checkpointing.Command) {
+	switch c := c.(type) {
+	case checkpointing.ArmTick:
+		jm.after(c.After, checkpointing.Tick{Attempt: c.Attempt})
+	case checkpointing.SendTrigger:
+		jm.sendTrigger(c)
+	case checkpointing.ArmExpiry:
+		ended := make(chan struct{})
+		jm.cpExpiry[c.ID] = ended
+		jm.goBG(func() {
+			t := time.NewTimer(c.After)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				jm.send(checkpointing.Expired{ID: c.ID})
+			case <-ended:
+			case <-jm.done:
+			}
+		})
+	case checkpointing.DisarmExpiry:
+		if ended := jm.cpExpiry[c.ID]; ended != nil {
+			close(ended)
+			delete(jm.cpExpiry, c.ID)
+		}
+	case checkpointing.WriteMetadata:
+		jm.writeMetadata(c)
+	case checkpointing.CommitSinkParts:
+		jm.commitSinkParts(c)
+	case checkpointing.Notify:
+		jm.notifyCheckpoint(c.ID, c.Completed)
+	case checkpointing.DeleteDirs:
+		jm.deleteDirs(c.What, c.ID, c.Dirs...)
+	case checkpointing.DeleteState:
+		jm.deleteState(c.ID, c.Key)
+	case checkpointing.AnswerSavepoint:
+		if reply := jm.waiters[c.Waiter]; reply != nil {
+			reply <- savepointReply{stats: c.Stats, err: c.Err}
+			delete(jm.waiters, c.Waiter)
+		}
+	case checkpointing.StopTasks:
+		jm.stopTasks()
+	case checkpointing.FailJob:
+		jm.fail(nil, c.Cause)
+	case checkpointing.Proceed:
+		jm.maybeProceed()
+	default:
+		panic(fmt.Sprintf("jobmaster: unknown checkpoint command %T", c))
+	}
+}
+
+// cpTasks describes the attempt's executions to the coordinator.
+func (jm *JobMaster) cpTasks() []checkpointing.Task {
+	out := make([]checkpointing.Task, len(jm.execs))
+	for i, x := range jm.execs {
+		_, text := x.task.textSource()
+		out[i] = checkpointing.Task{
+			ExecutionID: x.id, Name: x.task.name, Subtask: x.subtask, Parallelism: x.task.parallelism,
+			Vertices: vertexIDs(x.task), Source: len(x.task.inputs) == 0, TextSource: text,
+		}
+	}
+	return out
 }
 
 func (x *execution) describe() string {
@@ -288,461 +247,91 @@ func (jm *JobMaster) allRunning() bool {
 	return len(jm.execs) > 0
 }
 
-// armTick schedules the next periodic trigger in d, once.
-func (jm *JobMaster) armTick(d time.Duration) {
-	if !jm.cp.conf.Enabled() || jm.cp.tickArmed {
-		return
-	}
-	jm.cp.tickArmed = true
-	jm.after(d, evCheckpointTick{attempt: jm.attempt})
-}
-
-// maybeStartPeriodic starts the periodic schedule once every execution of
-// the attempt runs: the first checkpoint an interval later.
-func (jm *JobMaster) maybeStartPeriodic() {
-	if jm.state == Running && jm.allRunning() && !jm.cp.stopping {
-		jm.armTick(jm.cp.conf.Interval)
-	}
-}
-
-func (jm *JobMaster) onTick(attempt int64) {
-	if attempt != jm.attempt {
-		return // a timer of an old attempt; the current one arms its own
-	}
-	jm.cp.tickArmed = false
-	if jm.state != Running || !jm.allRunning() || jm.cp.stopping || jm.stopSavepointPending() {
-		return // re-armed when every task runs again (next attempt)
-	}
-	conf := jm.cp.conf
-	periodic := 0
-	for _, p := range jm.cp.pending {
-		if !p.savepoint {
-			periodic++
-		}
-	}
-	if periodic >= conf.MaxConcurrent || (conf.MinPause > 0 && periodic > 0) {
-		jm.armTick(conf.Interval)
-		return
-	}
-	if conf.MinPause > 0 && !jm.cp.lastEnd.IsZero() {
-		if wait := conf.MinPause - time.Since(jm.cp.lastEnd); wait > 0 {
-			jm.armTick(wait)
-			return
-		}
-	}
-	jm.triggerCheckpoint(false, false)
-	jm.armTick(conf.Interval)
-}
-
-// stopSavepointPending reports whether a stop-with-savepoint is under way:
-// its sources emit no further barriers, so no checkpoint may start.
-func (jm *JobMaster) stopSavepointPending() bool {
-	for _, p := range jm.cp.pending {
-		if p.stop {
-			return true
-		}
-	}
-	return false
-}
-
-// triggerCheckpoint starts a checkpoint at every source execution.
-func (jm *JobMaster) triggerCheckpoint(savepoint, stop bool) (*pendingCheckpoint, error) {
-	id := jm.cp.nextID
-	dir, err := jm.cp.keys.Checkpoint(jm.cfg.JobID, uint64(id))
-	if err != nil {
-		return nil, err
-	}
-	jm.cp.nextID++
-	now := jm.cfg.Now()
-	p := &pendingCheckpoint{
-		id: id, attempt: jm.attempt, savepoint: savepoint, stop: stop, dir: dir,
-		triggered: now, began: time.Now(), stage: stageAcking,
-		waiting: map[string]*execution{}, acks: map[string]checkpoint.Ack{},
-		ended: make(chan struct{}),
-	}
-	if savepoint {
-		p.spID = newSavepointID()
-		if p.spDir, err = jm.cp.keys.Savepoint(p.spID); err != nil {
-			return nil, err
-		}
-	}
-	for _, x := range jm.execs {
-		p.waiting[x.id] = x
-	}
-	jm.cp.pending[id] = p
-	t := checkpoint.Trigger{ID: id, TimestampMs: now.UnixMilli(), Savepoint: savepoint, Stop: stop}
-	f := jm.fencing()
-	sources := 0
-	for _, x := range jm.execs {
-		if len(x.task.inputs) > 0 {
-			continue
-		}
-		sources++
-		addr, execID := x.slot.RPCAddress, x.id
-		jm.goBG(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), jm.cfg.RPCTimeout)
-			defer cancel()
-			if err := jm.cfg.Gateway.TriggerCheckpoint(ctx, addr, f, execID, t); err != nil {
-				jm.send(evTriggerFailed{id: id, execID: execID, err: err})
-			}
-		})
-	}
-	jm.goBG(func() {
-		t := time.NewTimer(jm.cp.conf.Timeout)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			jm.send(evCheckpointExpired{id: id})
-		case <-p.ended:
-		case <-jm.done:
-		}
-	})
-	jm.log.Info("checkpoint triggered", "checkpoint", id, "savepoint", savepoint, "stop", stop, "attempt", jm.attempt, "sources", sources)
-	return p, nil
-}
-
-func newSavepointID() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return "sp-" + hex.EncodeToString(b[:])
-}
-
-func (jm *JobMaster) onSavepoint(ev evSavepoint) {
-	fail := func(format string, args ...any) {
-		ev.reply <- savepointReply{err: rpcerr.Errorf(rpcerr.ErrFailedPrecondition, "job %s: "+format, append([]any{jm.cfg.JobID}, args...)...)}
-	}
-	switch {
-	case jm.cfg.Blob == nil:
-		fail("no blob store to keep savepoints in: configure the JobManager's blob store")
-	case jm.state != Running || jm.cp.stopping || jm.finishing:
-		fail("cannot take a savepoint while the job is %s: wait until it is RUNNING", jm.stateWord())
-	case !jm.allRunning():
-		fail("cannot take a savepoint until every task is RUNNING (some are deploying or have finished)")
-	case jm.stopSavepointPending():
-		fail("a stop-with-savepoint is in progress")
-	default:
-		p, err := jm.triggerCheckpoint(true, ev.stop)
-		if err != nil {
-			ev.reply <- savepointReply{err: rpcerr.Errorf(rpcerr.ErrInternal, "job %s: savepoint: %v", jm.cfg.JobID, err)}
-			return
-		}
-		p.reply = ev.reply
-	}
-}
-
-func (jm *JobMaster) stateWord() string {
-	switch {
-	case jm.finishing:
-		return "finishing"
-	case jm.cp.stopping:
-		return "stopping"
-	}
-	return string(jm.state)
-}
-
-func (jm *JobMaster) onExpired(id int64) {
-	p := jm.cp.pending[id]
-	if p == nil || p.stage != stageAcking {
-		return
-	}
-	var missing []string
-	for _, x := range jm.execs {
-		if _, ok := p.waiting[x.id]; ok {
-			missing = append(missing, fmt.Sprintf("%q %d/%d", x.task.name, x.subtask+1, x.task.parallelism))
-		}
-	}
-	if n := len(missing); n > maxMissingNamed {
-		missing = append(missing[:maxMissingNamed], fmt.Sprintf("and %d more", n-maxMissingNamed))
-	}
-	p.expired = true
-	jm.abortCheckpoint(p, fmt.Sprintf("checkpoint %d expired after %v before all tasks acknowledged (missing: %s)", id, jm.cp.conf.Timeout, strings.Join(missing, ", ")), true)
-}
-
 // checkReport checks a task's checkpoint report like UpdateTaskState.
-func (jm *JobMaster) checkReport(f FencingToken, execID string) (*execution, error) {
+func (jm *JobMaster) checkReport(f FencingToken, execID string) error {
 	if err := jm.checkFencing(f); err != nil {
-		return nil, err
+		return err
 	}
-	x := jm.byID[execID]
-	if x == nil {
-		return nil, rpcerr.Errorf(rpcerr.ErrNotFound, "job %s has no execution %q in attempt %d", jm.cfg.JobID, execID, jm.attempt)
+	if jm.byID[execID] == nil {
+		return rpcerr.Errorf(rpcerr.ErrNotFound, "job %s has no execution %q in attempt %d", jm.cfg.JobID, execID, jm.attempt)
 	}
-	return x, nil
+	return nil
 }
 
 func (jm *JobMaster) onAck(f FencingToken, a checkpoint.Ack) error {
-	x, err := jm.checkReport(f, a.ExecutionID)
-	if err != nil {
+	if err := jm.checkReport(f, a.ExecutionID); err != nil {
 		if errors.Is(err, rpcerr.ErrStaleFencingToken) && f.JobID == jm.cfg.JobID && f.LeaderSession == jm.cfg.LeaderSession {
-			jm.discardAck(a) // a zombie of an older attempt of this job
+			jm.checkpointEvent(checkpointing.LateAck{Ack: a}) // a zombie of an older attempt of this job
 		}
 		return err
 	}
-	p := jm.cp.pending[a.CheckpointID]
-	if p == nil || p.stage != stageAcking {
-		jm.discardAck(a)
-		return nil
-	}
-	if _, ok := p.waiting[x.id]; !ok {
-		return nil // a repeated ack
-	}
-	if err := jm.checkAck(p, a); err != nil {
-		jm.abortCheckpoint(p, fmt.Sprintf("%s sent a bad acknowledgement: %v", x.describe(), err), true)
+	return jm.checkpointEvent(checkpointing.Acked{Ack: a})
+}
+
+func (jm *JobMaster) onDecline(f FencingToken, d checkpoint.Decline) error {
+	if err := jm.checkReport(f, d.ExecutionID); err != nil {
 		return err
 	}
-	delete(p.waiting, x.id)
-	p.acks[x.id] = a
-	if len(p.waiting) == 0 {
-		jm.writeCheckpoint(p)
-	}
-	return nil
+	return jm.checkpointEvent(checkpointing.Declined{Decline: d})
 }
 
-// checkAck makes sure an ack names only objects the checkpoint may own or
-// commit, so a faulty task cannot make the JobMaster copy or delete other
-// keys of the store.
-func (jm *JobMaster) checkAck(p *pendingCheckpoint, a checkpoint.Ack) error {
-	if a.State != nil && (!strings.HasPrefix(a.State.Key, p.dir) || a.State.KeyGroupStart > a.State.KeyGroupEnd) {
-		return rpcerr.Errorf(rpcerr.ErrInvalidArgument, "state %q (key groups %d..%d) is not in the checkpoint's directory %s",
-			a.State.Key, a.State.KeyGroupStart, a.State.KeyGroupEnd, p.dir)
-	}
-	return jm.checkSinkParts(a.SinkParts)
-}
-
-// checkSinkParts requires pending parts under the job's pending directory
-// and final parts under the tenant's files.
-func (jm *JobMaster) checkSinkParts(parts []checkpoint.SinkPart) error {
-	if len(parts) == 0 {
-		return nil
-	}
-	job, _ := jm.cp.keys.Job(jm.cfg.JobID)
-	files := jm.cp.keys.Prefix() + "files/"
-	for _, sp := range parts {
-		if !strings.HasPrefix(sp.Pending, job+"pending/") || !strings.HasPrefix(sp.Final, files) {
-			return rpcerr.Errorf(rpcerr.ErrInvalidArgument, "file-sink part %q -> %q: want a pending key under %spending/ and a final key under %s", sp.Pending, sp.Final, job, files)
-		}
-	}
-	return nil
-}
-
-// discardAck deletes the state object of an ack that arrived too late:
-// its checkpoint aborted (or never existed here).
-func (jm *JobMaster) discardAck(a checkpoint.Ack) {
-	if a.State == nil || jm.cfg.Blob == nil || jm.cp.pending[a.CheckpointID] != nil || slices.Contains(jm.cp.completed, a.CheckpointID) || a.CheckpointID < 1 {
+// sendTrigger calls TriggerCheckpoint on a source in the background.
+func (jm *JobMaster) sendTrigger(c checkpointing.SendTrigger) {
+	x := jm.byID[c.ExecutionID]
+	if x == nil {
 		return
 	}
-	dir, err := jm.cp.keys.Checkpoint(jm.cfg.JobID, uint64(a.CheckpointID))
-	if err != nil || !strings.HasPrefix(a.State.Key, dir) {
-		return
-	}
-	key := a.State.Key
-	jm.log.Info("late checkpoint ack: deleting its state", "checkpoint", a.CheckpointID, "execution", a.ExecutionID, "key", key)
+	addr, f := x.slot.RPCAddress, jm.fencing()
 	jm.goBG(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), jm.cfg.RPCTimeout)
 		defer cancel()
-		if err := jm.cfg.Blob.Delete(ctx, key); err != nil {
-			jm.log.Warn("delete state of a late ack failed", "checkpoint", a.CheckpointID, "key", key, "err", err)
+		if err := jm.cfg.Gateway.TriggerCheckpoint(ctx, addr, f, c.ExecutionID, c.Trigger); err != nil {
+			jm.send(checkpointing.TriggerFailed{ID: c.Trigger.ID, ExecutionID: c.ExecutionID, Err: err})
 		}
 	})
 }
 
-func (jm *JobMaster) onDecline(f FencingToken, d checkpoint.Decline) error {
-	x, err := jm.checkReport(f, d.ExecutionID)
-	if err != nil {
-		return err
-	}
-	if p := jm.cp.pending[d.CheckpointID]; p != nil && p.stage == stageAcking {
-		jm.abortCheckpoint(p, fmt.Sprintf("%s declined: %s", x.describe(), d.Reason), true)
-	}
-	return nil
-}
-
-// buildMetadata is the metadata of p once every execution acked.
-func (jm *JobMaster) buildMetadata(p *pendingCheckpoint) *checkpoint.Metadata {
-	m := &checkpoint.Metadata{
-		JobID: jm.cfg.JobID, Tenant: jm.cfg.Tenant, ID: p.id,
-		ModuleDigest: jm.cfg.ModuleDigest, MaxParallelism: jobgraph.MaxParallelismOf(jm.cfg.Graph),
-		TriggeredMs: p.triggered.UnixMilli(), CompletedMs: jm.cfg.Now().UnixMilli(),
-	}
-	seen := map[string]bool{}
-	positions := map[int][]checkpoint.SourcePosition{}
-	for _, x := range jm.execs {
-		a := p.acks[x.id]
-		if a.State != nil {
-			m.Tasks = append(m.Tasks, checkpoint.TaskState{Vertices: vertexIDs(x.task), Subtask: x.subtask, Parallelism: x.task.parallelism, State: *a.State})
-		}
-		if v, ok := x.task.textSource(); ok && a.Source != nil {
-			positions[v.ID] = append(positions[v.ID], *a.Source)
-		}
-		for _, sp := range a.SinkParts {
-			if !seen[sp.Pending] {
-				seen[sp.Pending] = true
-				m.SinkParts = append(m.SinkParts, sp)
-			}
-		}
-	}
-	for _, t := range jm.tasks {
-		v, ok := t.textSource()
-		if !ok {
-			continue
-		}
-		if m.Sources == nil {
-			m.Sources = map[int][]checkpoint.Split{}
-		}
-		rest := checkpoint.RemainingSplits(toCheckpointSplits(jm.base[v.ID]), positions[v.ID])
-		if rest == nil {
-			rest = []checkpoint.Split{} // "nothing left", not "unknown"
-		}
-		m.Sources[v.ID] = rest
-	}
-	return m
-}
-
-// writeCheckpoint stores p's metadata (and, for a savepoint, first copies
-// its state into the savepoint's directory) in the background.
-func (jm *JobMaster) writeCheckpoint(p *pendingCheckpoint) {
-	p.stage = stageWriting
-	p.meta = jm.buildMetadata(p)
+// writeMetadata stores a checkpoint's metadata (and, for a savepoint,
+// first copies its state into the savepoint's directory) in the
+// background.
+func (jm *JobMaster) writeMetadata(c checkpointing.WriteMetadata) {
 	done := make(chan struct{})
-	p.work = done
-	store, meta, id := jm.cfg.Blob, p.meta, p.id
-	savepoint, dir, spDir, spID := p.savepoint, p.dir, p.spDir, p.spID
-	timeout := jm.cp.conf.Timeout
+	jm.cpWork[c.ID] = done
+	store, timeout := jm.cfg.Blob, jm.cfg.Checkpointing.Timeout
 	jm.goBG(func() {
 		defer close(done)
 		ctx, cancel := context.WithTimeout(jm.jobCtx, timeout)
 		defer cancel()
 		err := func() error {
-			if savepoint {
-				sp := *meta
-				sp.Savepoint, sp.SavepointID = true, spID
-				sp.Tasks = slices.Clone(meta.Tasks)
-				for i := range sp.Tasks {
-					from := sp.Tasks[i].State.Key
-					to := spDir + strings.TrimPrefix(from, dir)
-					if _, err := checkpoint.Copy(ctx, store, from, to); err != nil {
-						return fmt.Errorf("copy %s to the savepoint: %w", from, err)
-					}
-					sp.Tasks[i].State.Key = to
-				}
-				if err := checkpoint.WriteMetadata(ctx, store, spDir, &sp); err != nil {
-					return fmt.Errorf("savepoint %s: %w", spID, err)
+			for _, cp := range c.Copies {
+				if _, err := checkpoint.Copy(ctx, store, cp.From, cp.To); err != nil {
+					return fmt.Errorf("copy %s to the savepoint: %w", cp.From, err)
 				}
 			}
-			return checkpoint.WriteMetadata(ctx, store, dir, meta)
+			if sp := c.SavepointMeta; sp != nil {
+				if err := checkpoint.WriteMetadata(ctx, store, c.SavepointDir, sp); err != nil {
+					return fmt.Errorf("savepoint %s: %w", sp.SavepointID, err)
+				}
+			}
+			return checkpoint.WriteMetadata(ctx, store, c.Dir, c.Meta)
 		}()
-		jm.send(evWritten{id: id, err: err})
+		jm.send(checkpointing.Written{ID: c.ID, Err: err})
 	})
 }
 
-func (jm *JobMaster) onWritten(id int64, err error) {
-	p := jm.cp.pending[id]
-	if p == nil || p.stage != stageWriting {
-		return
-	}
-	p.work = nil
-	if err != nil {
-		jm.abortCheckpoint(p, err.Error(), true)
-		jm.maybeProceed()
-		return
-	}
-	// The checkpoint exists: it is the restore point from now on.
-	if l := jm.cp.latest; l == nil || l.JobID != jm.cfg.JobID || p.id > l.ID {
-		jm.cp.latest = p.meta
-	}
-	if !slices.Contains(jm.cp.completed, id) {
-		jm.cp.completed = append(jm.cp.completed, id)
-		slices.Sort(jm.cp.completed)
-	}
-	if len(p.meta.SinkParts) == 0 || p.attempt != jm.attempt || jm.state != Running {
-		// Nothing to commit, or the attempt ended: a restore commits the
-		// parts again.
-		jm.completeCheckpoint(p)
-		return
-	}
-	p.stage = stageCommitting
+// commitSinkParts commits a checkpoint's file-sink parts in the
+// background, retrying until it works or the attempt ends.
+func (jm *JobMaster) commitSinkParts(c checkpointing.CommitSinkParts) {
 	done := make(chan struct{})
-	p.work = done
-	parts := p.meta.SinkParts
+	jm.cpWork[c.ID] = done
 	ctx := jm.attemptCtx
 	jm.goBG(func() {
 		defer close(done)
-		err := jm.retry(ctx, fmt.Sprintf("commit file-sink parts of checkpoint %d", id), func(ctx context.Context) error {
-			return checkpoint.Commit(ctx, jm.cfg.Blob, parts)
+		err := jm.retry(ctx, fmt.Sprintf("commit file-sink parts of checkpoint %d", c.ID), func(ctx context.Context) error {
+			return checkpoint.Commit(ctx, jm.cfg.Blob, c.Parts)
 		})
-		jm.send(evCommitted{id: id, err: err})
+		jm.send(checkpointing.Committed{ID: c.ID, Err: err})
 	})
-}
-
-func (jm *JobMaster) onCommitted(id int64, err error) {
-	p := jm.cp.pending[id]
-	if p == nil || p.stage != stageCommitting {
-		return
-	}
-	p.work = nil
-	if err != nil {
-		// Only when the attempt ended: its metadata exists, so it stays the
-		// restore point and the restore commits the parts.
-		jm.log.Info("checkpoint commit interrupted; the restore commits its parts", "checkpoint", id, "err", err)
-	}
-	jm.completeCheckpoint(p)
-}
-
-// completeCheckpoint marks p COMPLETED: tasks are told, old checkpoints
-// deleted, a savepoint's caller answered.
-func (jm *JobMaster) completeCheckpoint(p *pendingCheckpoint) {
-	jm.endPending(p)
-	now := jm.cfg.Now()
-	jm.cp.lastEnd = time.Now()
-	jm.cp.failures = 0
-	size := p.meta.Size()
-	st := p.stats(checkpoint.StatusCompleted, "", now, size)
-	jm.record(st)
-	live := p.attempt == jm.attempt && jm.state == Running
-	if live {
-		jm.notifyCheckpoint(p.id, true)
-	}
-	jm.log.Info("checkpoint completed", "checkpoint", p.id, "savepoint", p.savepoint, "size", size, "duration", time.Since(p.began), "location", p.location())
-	jm.retain()
-	for dir, id := range jm.cp.undeleted {
-		jm.deleteDirs("aborted checkpoint (again)", id, dir)
-	}
-	clear(jm.cp.undeleted)
-	if p.reply != nil {
-		if p.stop && !live {
-			p.reply <- savepointReply{stats: st, err: rpcerr.Errorf(rpcerr.ErrUnavailable,
-				"savepoint %s completed at %s but the job failed before it could stop (%s): it keeps running from its restart", p.spID, p.spDir, jm.failure)}
-		} else {
-			p.reply <- savepointReply{stats: st}
-		}
-	}
-	if p.stop && live && !jm.finishing {
-		jm.stopTasks()
-	}
-	jm.maybeProceed()
-}
-
-// retain deletes the completed checkpoints beyond Retained, oldest first,
-// never the restore point.
-func (jm *JobMaster) retain() {
-	for len(jm.cp.completed) > jm.cp.conf.Retained {
-		id := jm.cp.completed[0]
-		if l := jm.cp.latest; l != nil && l.JobID == jm.cfg.JobID && l.ID == id {
-			break
-		}
-		jm.cp.completed = jm.cp.completed[1:]
-		dir, err := jm.cp.keys.Checkpoint(jm.cfg.JobID, uint64(id))
-		if err != nil {
-			continue
-		}
-		jm.deleteDirs("subsumed checkpoint", id, dir)
-	}
-}
-
-// evUndeleted reports a directory whose deletion failed.
-type evUndeleted struct {
-	id  int64
-	dir string
 }
 
 // deleteDirs deletes checkpoint or savepoint directories in the background;
@@ -754,86 +343,23 @@ func (jm *JobMaster) deleteDirs(what string, id int64, dirs ...string) {
 		ctx, cancel := context.WithTimeout(context.Background(), jm.cfg.CancelTimeout)
 		defer cancel()
 		for _, dir := range dirs {
-			if dir == "" {
-				continue
-			}
 			if err := checkpoint.DeletePrefix(ctx, store, dir); err != nil {
 				jm.log.Warn("delete "+what+" failed; will retry", "checkpoint", id, "dir", dir, "err", err)
-				jm.send(evUndeleted{id: id, dir: dir})
+				jm.send(checkpointing.DeleteFailed{ID: id, Dir: dir})
 			}
 		}
 	})
 }
 
-// abortCheckpoint ends p as ABORTED. counted failures of periodic
-// checkpoints count towards TolerableFailures.
-func (jm *JobMaster) abortCheckpoint(p *pendingCheckpoint, reason string, counted bool) {
-	jm.endPending(p)
-	jm.cp.lastEnd = time.Now()
-	jm.record(p.stats(checkpoint.StatusAborted, reason, jm.cfg.Now(), 0))
-	jm.log.Warn("checkpoint aborted", "checkpoint", p.id, "savepoint", p.savepoint, "reason", reason)
-	if p.attempt == jm.attempt {
-		jm.notifyCheckpoint(p.id, false)
-	}
-	if jm.cfg.Blob != nil {
-		spDir := ""
-		if p.stage == stageWriting {
-			spDir = p.spDir // the copy may have started
+// deleteState deletes the state object of a late ack in the background.
+func (jm *JobMaster) deleteState(id int64, key string) {
+	jm.goBG(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), jm.cfg.RPCTimeout)
+		defer cancel()
+		if err := jm.cfg.Blob.Delete(ctx, key); err != nil {
+			jm.log.Warn("delete state of a late ack failed", "checkpoint", id, "key", key, "err", err)
 		}
-		jm.deleteDirs("aborted checkpoint", p.id, p.dir, spDir)
-	}
-	if p.reply != nil {
-		kind := rpcerr.ErrUnavailable
-		if p.expired {
-			kind = rpcerr.ErrDeadlineExceeded
-		}
-		p.reply <- savepointReply{stats: p.stats(checkpoint.StatusAborted, reason, jm.cfg.Now(), 0),
-			err: rpcerr.Errorf(kind, "savepoint of job %s aborted: %s", jm.cfg.JobID, reason)}
-	}
-	if !counted || p.savepoint {
-		return
-	}
-	jm.cp.failures++
-	if k := jm.cp.conf.TolerableFailures; k >= 0 && jm.cp.failures > k {
-		jm.cp.failures = 0 // the next attempt gets its own allowance
-		jm.fail(nil, fmt.Sprintf("checkpoint %d failed: %s (more than %d checkpoints failed in a row)", p.id, reason, k))
-	}
-}
-
-// endPending removes p from the pending checkpoints.
-func (jm *JobMaster) endPending(p *pendingCheckpoint) {
-	delete(jm.cp.pending, p.id)
-	close(p.ended)
-}
-
-// abortInProgress aborts the checkpoints still collecting acks, because
-// the attempt ends. Those already writing finish: they are complete.
-func (jm *JobMaster) abortInProgress(reason string) {
-	for _, id := range jm.pendingIDs() {
-		if p := jm.cp.pending[id]; p != nil && p.stage == stageAcking {
-			jm.abortCheckpoint(p, reason, false)
-		}
-	}
-}
-
-func (jm *JobMaster) pendingIDs() []int64 {
-	ids := make([]int64, 0, len(jm.cp.pending))
-	for id := range jm.cp.pending {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
-}
-
-// execEndedBeforeAck aborts the checkpoints that wait for x, which will
-// never acknowledge them.
-func (jm *JobMaster) execEndedBeforeAck(x *execution) {
-	for _, id := range jm.pendingIDs() {
-		p := jm.cp.pending[id]
-		if _, waiting := p.waiting[x.id]; waiting && p.stage == stageAcking {
-			jm.abortCheckpoint(p, fmt.Sprintf("%s finished before it acknowledged checkpoint %d (no checkpoints once a task finished)", x.describe(), id), false)
-		}
-	}
+	})
 }
 
 // notifyCheckpoint tells every live execution of the attempt, best effort.
@@ -854,32 +380,9 @@ func (jm *JobMaster) notifyCheckpoint(id int64, completed bool) {
 	}
 }
 
-// record adds an ended checkpoint to the history.
-func (jm *JobMaster) record(s checkpoint.Stats) {
-	jm.cp.history = append(jm.cp.history, s)
-	if n := len(jm.cp.history) - maxCheckpointHistory; n > 0 {
-		jm.cp.history = slices.Delete(jm.cp.history, 0, n)
-	}
-}
-
-// checkpointStats is what Checkpoints shows, newest first.
-func (jm *JobMaster) checkpointStats() []checkpoint.Stats {
-	out := make([]checkpoint.Stats, 0, len(jm.cp.history)+len(jm.cp.pending))
-	out = append(out, jm.cp.history...)
-	for _, p := range jm.cp.pending {
-		out = append(out, p.stats(checkpoint.StatusInProgress, "", time.Time{}, 0))
-	}
-	slices.SortFunc(out, func(a, b checkpoint.Stats) int { return cmp.Compare(b.ID, a.ID) })
-	if len(out) > maxCheckpointHistory {
-		out = out[:maxCheckpointHistory]
-	}
-	return out
-}
-
 // stopTasks cancels every task after a stop-with-savepoint completed; the
 // job then ends FINISHED.
 func (jm *JobMaster) stopTasks() {
-	jm.cp.stopping = true
 	jm.log.Info("stopping the job after its savepoint")
 	for _, x := range jm.execs {
 		if !execTerminal(x.state) && x.deployAcked {
@@ -887,28 +390,6 @@ func (jm *JobMaster) stopTasks() {
 		}
 	}
 	jm.after(jm.cfg.CancelTimeout, evCancelTimeout{attempt: jm.attempt})
-}
-
-// blobWork returns the done channels of the background blob work of the
-// checkpoints still pending.
-func (jm *JobMaster) blobWork() []chan struct{} {
-	var out []chan struct{}
-	for _, p := range jm.cp.pending {
-		if p.work != nil {
-			out = append(out, p.work)
-		}
-	}
-	return out
-}
-
-// writing reports whether some checkpoint is writing or committing.
-func (jm *JobMaster) writing() bool {
-	for _, p := range jm.cp.pending {
-		if p.stage != stageAcking {
-			return true
-		}
-	}
-	return false
 }
 
 // retry runs f until it succeeds or ctx ends, waiting retryMin, doubling
@@ -947,14 +428,14 @@ func (jm *JobMaster) prepareRestore(ctx context.Context, meta *checkpoint.Metada
 			return err
 		}
 	}
-	job, err := jm.cp.keys.Job(jm.cfg.JobID)
+	job, err := jm.keys.Job(jm.cfg.JobID)
 	if err != nil {
 		return err
 	}
 	if err := checkpoint.DeletePrefix(ctx, store, job+"pending/"); err != nil {
 		return fmt.Errorf("delete uncommitted file-sink parts: %w", err)
 	}
-	prefix, _ := jm.cp.keys.Checkpoints(jm.cfg.JobID)
+	prefix, _ := jm.keys.Checkpoints(jm.cfg.JobID)
 	var stale []string
 	for o, err := range blob.All(ctx, store, prefix) {
 		if err != nil {
@@ -992,8 +473,8 @@ func (jm *JobMaster) cleanupJob(work []chan struct{}) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), max(jm.cfg.CancelTimeout, jm.cfg.RPCTimeout))
 		defer cancel()
-		cps, _ := jm.cp.keys.Checkpoints(jm.cfg.JobID)
-		job, _ := jm.cp.keys.Job(jm.cfg.JobID)
+		cps, _ := jm.keys.Checkpoints(jm.cfg.JobID)
+		job, _ := jm.keys.Job(jm.cfg.JobID)
 		for _, dir := range []string{cps, job + "pending/"} {
 			if err := checkpoint.DeletePrefix(ctx, jm.cfg.Blob, dir); err != nil {
 				jm.log.Warn("delete the job's checkpoints failed", "dir", dir, "err", err)

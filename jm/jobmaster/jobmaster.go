@@ -48,7 +48,9 @@
 //
 // # Checkpoints
 //
-// See checkpoint.go: periodic checkpoints while every task runs,
+// The checkpoint coordinator is checkpointing.Coordinator, a state machine
+// this goroutine feeds and whose commands it carries out (checkpoint.go):
+// periodic checkpoints while every task runs,
 // savepoints on request, metadata written last, file-sink parts committed
 // only once a checkpoint's metadata exists, the job's checkpoints deleted
 // when it ends FINISHED or CANCELED and kept when it ends FAILED or
@@ -78,6 +80,7 @@ import (
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/keygroup"
 	"github.com/sluicehq/sluice/internal/rpcerr"
+	"github.com/sluicehq/sluice/jm/jobmaster/checkpointing"
 	"github.com/sluicehq/sluice/jm/resourcemanager"
 )
 
@@ -170,7 +173,16 @@ type JobMaster struct {
 	records       [][]byte
 	accumulators  map[string]int64
 
-	cp coordinator
+	// cp is the checkpoint coordinator; cpWork holds the done channels of
+	// its metadata writes and commits in flight, cpExpiry what stops the
+	// expiry timer of each checkpoint, waiters the callers of
+	// TriggerSavepoint by waiter id.
+	cp         *checkpointing.Coordinator
+	keys       blob.Keys // valid when the job has a blob store
+	cpWork     map[int64]chan struct{}
+	cpExpiry   map[int64]chan struct{}
+	waiters    map[int64]chan savepointReply
+	lastWaiter int64
 	// restore is the attempt's restore point (nil: from scratch), base the
 	// splits of each text source the attempt starts with.
 	restore *checkpoint.Metadata
@@ -314,6 +326,7 @@ func Start(cfg Config) (*JobMaster, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	cfg.Checkpointing = cc
 	jobCtx, jobCancel := context.WithCancel(context.Background())
 	jm := &JobMaster{
 		cfg:          cfg,
@@ -329,13 +342,17 @@ func Start(cfg Config) (*JobMaster, error) {
 		stateTimes:   map[JobState]time.Time{},
 		accumulators: map[string]int64{},
 		restarter:    newRestarter(cfg.Restart, rand.Float64),
-		cp: coordinator{
-			conf:    cc,
-			keys:    keys,
-			nextID:  1,
-			pending: map[int64]*pendingCheckpoint{},
-			latest:  cfg.Restore,
-		},
+		cp: checkpointing.New(checkpointing.Config{
+			JobID: cfg.JobID, Tenant: cfg.Tenant, ModuleDigest: cfg.ModuleDigest,
+			MaxParallelism: jobgraph.MaxParallelismOf(cfg.Graph), Keys: keys, Store: cfg.Blob != nil,
+			Interval: cc.Interval, Timeout: cc.Timeout, MinPause: cc.MinPause, MaxConcurrent: cc.MaxConcurrent,
+			Retained: cc.Retained, TolerableFailures: cc.TolerableFailures,
+			Restore: cfg.Restore, Logger: cfg.Logger.With("job", cfg.JobID, "tenant", cfg.Tenant),
+		}),
+		keys:     keys,
+		cpWork:   map[int64]chan struct{}{},
+		cpExpiry: map[int64]chan struct{}{},
+		waiters:  map[int64]chan savepointReply{},
 	}
 	jm.setState(Created)
 	jm.start = jm.stateTimes[Created]
@@ -504,17 +521,9 @@ func (jm *JobMaster) run() {
 	}
 	jm.attemptCancel()
 	jm.jobCancel()
-	work := jm.blobWork()
-	for _, id := range jm.pendingIDs() {
-		p := jm.cp.pending[id]
-		close(p.ended)
-		reason := fmt.Sprintf("the job ended %s before the checkpoint completed", jm.state)
-		jm.record(p.stats(checkpoint.StatusAborted, reason, jm.cfg.Now(), 0))
-		if p.reply != nil {
-			p.reply <- savepointReply{err: rpcerr.Errorf(rpcerr.ErrUnavailable, "savepoint of job %s: %s", jm.cfg.JobID, reason)}
-		}
-	}
-	jm.cp.pending = map[int64]*pendingCheckpoint{}
+	// The checkpoints' own blob work returns before the cleanup deletes.
+	work := slices.Collect(maps.Values(jm.cpWork))
+	jm.checkpointEvent(checkpointing.JobEnded{})
 	if jm.cfg.Blob != nil && (jm.state == Finished || jm.state == Canceled) {
 		jm.cleanupJob(work)
 	}
@@ -537,14 +546,14 @@ func (jm *JobMaster) startAttempt() {
 		jm.requestSlots()
 		return
 	}
-	if jm.writing() {
+	if jm.cp.Writing() {
 		// A checkpoint being written may become the restore point, and the
 		// sweep must not delete its directory under it.
 		jm.awaitWrites = true
 		return
 	}
 	jm.setRestorePoint()
-	meta, keep, attempt, ctx := jm.restore, slices.Clone(jm.cp.completed), jm.attempt, jm.attemptCtx
+	meta, keep, attempt, ctx := jm.restore, jm.cp.Completed(), jm.attempt, jm.attemptCtx
 	if meta != nil {
 		jm.log.Info("restoring", "checkpoint", meta.ID, "from_job", meta.JobID, "savepoint", meta.SavepointID, "attempt", attempt)
 	}
@@ -559,7 +568,7 @@ func (jm *JobMaster) startAttempt() {
 }
 
 func (jm *JobMaster) setRestorePoint() {
-	jm.restore = jm.cp.latest
+	jm.restore = jm.cp.Latest()
 	jm.base = map[int][]Split{}
 	for _, t := range jm.tasks {
 		v, ok := t.textSource()
@@ -586,7 +595,7 @@ func (jm *JobMaster) onPrepared(attempt int64) {
 // maybeProceed continues what waited for checkpoint writes to end: the
 // restore preparation of a new attempt, the final commit of a finished job.
 func (jm *JobMaster) maybeProceed() {
-	if jm.writing() {
+	if jm.cp.Writing() {
 		return
 	}
 	if jm.awaitWrites && jm.state == Running {
@@ -714,6 +723,11 @@ func (jm *JobMaster) onSlots(ev evSlots) {
 			jm.byID[x.id] = x
 		}
 	}
+	splits := map[int][]checkpoint.Split{}
+	for v, ss := range jm.base {
+		splits[v] = toCheckpointSplits(ss)
+	}
+	jm.checkpointEvent(checkpointing.Deployed{Tasks: jm.cpTasks(), Splits: splits})
 	// Consumers before producers: a producer's channels then find their
 	// consumer's inputs registered (the exchange also retries, bounded).
 	var order []Deployment
@@ -827,10 +841,10 @@ func (jm *JobMaster) onUpdate(u TaskUpdate) error {
 		if x.state != ExecCanceling {
 			x.state = u.State
 		}
-		jm.maybeStartPeriodic()
+		jm.checkpointEvent(checkpointing.TaskStarted{})
 	case ExecFinished:
 		if jm.cfg.Blob != nil {
-			if err := jm.checkSinkParts(u.SinkParts); err != nil {
+			if err := jm.cp.CheckSinkParts(u.SinkParts); err != nil {
 				msg := fmt.Sprintf("%s finished with bad file-sink parts: %v", x.describe(), err)
 				jm.execEnded(x, ExecFailed, msg)
 				jm.fail(x, msg)
@@ -848,7 +862,7 @@ func (jm *JobMaster) onUpdate(u TaskUpdate) error {
 				jm.finalParts = append(jm.finalParts, sp)
 			}
 		}
-		jm.execEndedBeforeAck(x)
+		jm.checkpointEvent(checkpointing.TaskFinished{ExecutionID: x.id})
 	case ExecFailed:
 		msg := fmt.Sprintf("task %q subtask %d/%d on task manager %s failed: %s", x.task.name, x.subtask+1, x.task.parallelism, x.slot.ResourceID, u.Failure)
 		log.Warn("task failed", "failure", u.Failure)
@@ -888,7 +902,7 @@ func (jm *JobMaster) fail(_ *execution, cause string) {
 	if jm.state != Running || jm.finishing {
 		return
 	}
-	if jm.cp.stopping {
+	if jm.cp.Stopping() {
 		// The savepoint is taken and the tasks are being canceled anyway.
 		jm.log.Info("failure while stopping after the savepoint; ignored", "cause", cause)
 		return
@@ -896,7 +910,7 @@ func (jm *JobMaster) fail(_ *execution, cause string) {
 	jm.failure = cause
 	jm.failedAt = time.Now()
 	jm.log.Warn("job failing", "attempt", jm.attempt, "cause", cause)
-	jm.abortInProgress("the job is failing: " + cause)
+	jm.checkpointEvent(checkpointing.AttemptEnding{Reason: "the job is failing: " + cause})
 	jm.setState(Failing)
 	jm.teardown()
 }
@@ -977,13 +991,13 @@ func (jm *JobMaster) allEnded() bool {
 // after a stop-with-savepoint, ended): the final sink commit, after any
 // checkpoint still being written, then FINISHED.
 func (jm *JobMaster) maybeFinish() {
-	if jm.finishing || len(jm.execs) == 0 || !(jm.allFinished() || (jm.cp.stopping && jm.allEnded())) {
+	if jm.finishing || len(jm.execs) == 0 || !(jm.allFinished() || (jm.cp.Stopping() && jm.allEnded())) {
 		return
 	}
 	jm.finishing = true
 	jm.releaseSlots(jm.slots)
 	jm.slots = nil
-	jm.abortInProgress("the job finished")
+	jm.checkpointEvent(checkpointing.AttemptEnding{Reason: "the job finished"})
 	jm.maybeProceed()
 }
 
@@ -1035,7 +1049,7 @@ func (jm *JobMaster) onFinalCommitted(ev evFinalCommitted) {
 }
 
 func (jm *JobMaster) onCancelTimeout(attempt int64) {
-	stopping := jm.state == Running && jm.cp.stopping
+	stopping := jm.state == Running && jm.cp.Stopping()
 	if attempt != jm.attempt || (jm.state != Failing && jm.state != Cancelling && !stopping) {
 		return
 	}
@@ -1060,8 +1074,8 @@ func (jm *JobMaster) onRestart(attempt int64) {
 	jm.records = nil
 	jm.accumulators = map[string]int64{}
 	jm.finalParts, jm.finalErr = nil, ""
-	jm.cp.tickArmed, jm.cp.stopping = false, false
 	jm.setState(Running)
+	jm.checkpointEvent(checkpointing.Restarted{})
 	jm.newAttempt()
 	jm.startAttempt()
 }
@@ -1114,7 +1128,7 @@ func (jm *JobMaster) onCancel() {
 	case Created, Restarting:
 		jm.setState(Canceled)
 	case Running, Failing:
-		jm.abortInProgress("the job is being canceled")
+		jm.checkpointEvent(checkpointing.AttemptEnding{Reason: "the job is being canceled"})
 		jm.setState(Cancelling)
 		jm.teardown()
 	}
@@ -1122,7 +1136,7 @@ func (jm *JobMaster) onCancel() {
 
 // suspend ends a live job because the JobManager shuts down.
 func (jm *JobMaster) suspend() {
-	jm.abortInProgress("the job manager is shutting down")
+	jm.checkpointEvent(checkpointing.AttemptEnding{Reason: "the job manager is shutting down"})
 	if jm.attemptCancel != nil {
 		jm.attemptCancel()
 	}
@@ -1226,7 +1240,7 @@ func (jm *JobMaster) publish() {
 			r.Vertices = append(r.Vertices, vs)
 		}
 	}
-	cps := jm.checkpointStats()
+	cps := jm.cp.Stats()
 	jm.mu.Lock()
 	jm.snap = r
 	jm.cpSnap = cps

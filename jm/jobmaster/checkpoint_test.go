@@ -750,7 +750,9 @@ func TestRestorePreparationRetriesWhileStoreIsDown(t *testing.T) {
 	st.down.Store(true)
 	meta := &checkpoint.Metadata{JobID: "old", Tenant: "default", ID: 3, MaxParallelism: 128}
 	h := start(t, wordcount(1, 1), func(c *Config, g *fakeGateway, _ *fakePool) { c.Blob, c.Restore = st, meta })
-	testutil.Eventually(t, 10*time.Second, func() bool { return st.fails.Load() >= 2 }, "restore preparation not retried")
+	// One try fails twice (the sweep's delete and list); a third failure
+	// is the retry, 200ms later, long after the loop published RUNNING.
+	testutil.Eventually(t, 10*time.Second, func() bool { return st.fails.Load() >= 3 }, "restore preparation not retried")
 	if d, _, _ := h.gw.snapshot(); len(d) != 0 || h.jm.Details().State != Running {
 		t.Fatalf("deployed while the store is down: %d, %s", len(d), h.jm.Details().State)
 	}

@@ -350,9 +350,13 @@ func TestPeriodicCheckpointsCompleteWithMetadataLastAndRetention(t *testing.T) {
 	splits := []Split{{"in/a", 0, 10}, {"in/b", 0, 10}}
 	cc := periodic(20 * time.Millisecond)
 	cc.Retained = 2
+	var snapshots5 atomic.Int64 // tasks that stored their state of checkpoint 5
 	h, st := startCP(t, wordcount(2, 2), cc, func(c *Config, g *fakeGateway) {
 		c.Splits = map[int][]Split{1: splits}
 		g.onCheckpoint = func(d Deployment, tr checkpoint.Trigger, a *checkpoint.Ack) cpReply {
+			if tr.ID == 5 {
+				snapshots5.Add(1)
+			}
 			return cpReply{ignore: tr.ID > 4} // 5 stays in progress
 		}
 	})
@@ -412,7 +416,10 @@ func TestPeriodicCheckpointsCompleteWithMetadataLastAndRetention(t *testing.T) {
 		}
 	}
 
-	// Canceled: the job's checkpoints are deleted.
+	// Canceled: the job's checkpoints are deleted, 5's state too (once
+	// stored: a later upload would be a zombie's, which only a restart
+	// sweeps).
+	testutil.Eventually(t, 10*time.Second, func() bool { return snapshots5.Load() == 4 }, "checkpoint 5 not snapshotted")
 	h.jm.Cancel(context.Background())
 	h.wait(t, Canceled)
 	h.jm.Close()

@@ -904,10 +904,18 @@ func TestSavepointNeedsARunningJobAndAStore(t *testing.T) {
 }
 
 func TestCheckpointReportsAreFencedAndLateAcksCleanedUp(t *testing.T) {
+	// The sink declines checkpoint 1 once the source stored its state
+	// (which it never acks): a later upload would outlive the abort's delete.
+	srcStored := make(chan struct{})
+	var once sync.Once
 	h, st := startCP(t, wordcount(1, 1), checkpoint.Config{}, func(c *Config, g *fakeGateway) {
 		g.onCheckpoint = func(d Deployment, tr checkpoint.Trigger, a *checkpoint.Ack) cpReply {
-			if d.Chain[0].ID == 4 && tr.ID == 1 {
-				return cpReply{decline: "no"}
+			if tr.ID == 1 {
+				if d.Chain[0].ID == 4 {
+					<-srcStored
+					return cpReply{decline: "no"}
+				}
+				once.Do(func() { close(srcStored) })
 			}
 			return cpReply{ignore: true}
 		}

@@ -43,7 +43,7 @@
 //	   (Notify aborted, DeleteDirs, savepoint answered with the reason,                    │
 //	    FailJob once more than TolerableFailures periodic ones failed in a row)            │
 //	                                                                                       │
-//	JobEnded: every checkpoint still pending ends ABORTED ("the job ended …") ◄────────────┘
+//	JobEnded, in any stage: the checkpoint ends ABORTED ("the job ended …") ◄──────────────┘
 //	          without deleting anything (the JobMaster's cleanup does that).
 //
 // Periodic checkpoints start only while every task of the attempt runs

@@ -101,7 +101,7 @@ func TestRunawayTenantFailsOnlyItsOwnJob(t *testing.T) {
 	defer cancel()
 	hostile := localtest.Guest(t, "local/testdata/runaway")
 	wc := localtest.Guest(t, "examples/wordcount")
-	input := "../../examples/wordcount/testdata/hamlet.txt"
+	input := "../examples/wordcount/testdata/hamlet.txt"
 
 	bomb := submitAs(ctx, t, c, cb, "b", hostile, []string{"bomb"}, 1)
 	loop := submitAs(ctx, t, c, cb, "b", hostile, []string{"loop"}, 1)

@@ -9,6 +9,16 @@ struct ChannelSpec {
     3: string result_id,      // the intermediate result this output writes
 }
 
+// One operator of a task's chain (internal/jobgraph.Vertex).
+struct Vertex {
+    1: i32 id,                // unique in the job graph; the guest dispatches on it
+    2: string name,
+    3: string kind,           // source, map, flat_map, filter, key_by, reduce, process, sink
+    4: i32 parallelism,       // 0: the job's default
+    5: string connector,      // a host connector; empty for guest code
+    6: map<string, string> config,
+}
+
 struct InputSpec {
     1: string result_id,
     2: i32 producers,         // how many producer subtasks feed this input
@@ -21,7 +31,7 @@ struct TaskDeployment {
     4: string tenant,
     5: string module_digest,
     6: list<string> args,
-    7: binary chain,          // the task's operator chain, JSON (internal/jobgraph)
+    // 7 was the chain as JSON; retired.
     8: i32 subtask,
     9: i32 parallelism,
     10: i32 max_parallelism,
@@ -35,6 +45,7 @@ struct TaskDeployment {
     17: optional i64 call_timeout_ms,
     18: optional i64 max_state_bytes,
     19: optional TaskRestore restore,  // the checkpoint the task restores its state from
+    20: list<Vertex> chain,   // the task's operator chain, head first, host connectors included
 }
 
 // The snapshots a subtask merges on restore (several after a rescale).

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/rpcerr"
+	"github.com/sluicehq/sluice/internal/rpcserver"
 )
 
 // frame is a framed, strict Thrift binary CALL of method whose argument
@@ -94,7 +94,7 @@ func TestHostileFramesOverRawTCP(t *testing.T) {
 				t.Errorf("%s: connection still open after 10s (read %d bytes)", tc.name, n)
 			}
 			if _, err := dc.Overview(ctx); err != nil {
-				t.Fatalf("after %s: server stopped serving: %v", tc.name, rpcerr.FromCall(err))
+				t.Fatalf("after %s: server stopped serving: %v", tc.name, rpcserver.FromCall(err))
 			}
 		}
 	}

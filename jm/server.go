@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/rpcserver"
 	"github.com/sluicehq/sluice/jm/dispatcher"
 	"github.com/sluicehq/sluice/jm/jobmaster"
@@ -200,7 +201,7 @@ func quotasOf(ts *auth.Tenants) func(string) dispatcher.Quotas {
 			Slots:       q.Slots,
 			RunningJobs: q.RunningJobs,
 			ModuleBytes: q.ModuleBytes,
-			Limits:      jobmaster.TaskLimits{MemoryBytes: q.MemoryBytes, CallTimeout: q.CallTimeout(), StateBytes: q.StateBytes},
+			Limits:      control.TaskLimits{MemoryBytes: q.MemoryBytes, CallTimeout: q.CallTimeout(), StateBytes: q.StateBytes},
 		}
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/internal/rpcserver"
 	"github.com/sluicehq/sluice/internal/rpcserver/rpcservertest"
+	"github.com/sluicehq/sluice/internal/rpcwire"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/jm"
 )
@@ -131,7 +132,7 @@ func TestMalformedRegistrationOverKitex(t *testing.T) {
 		{ResourceId: "x", RpcAddress: "nowhere", DataAddress: "127.0.0.1:2", Slots: 1},
 	} {
 		_, err := rc.RegisterTaskManager(ctx, r)
-		err = rpcerr.FromCall(err)
+		err = rpcserver.FromCall(err)
 		if !errors.Is(err, rpcerr.ErrInvalidArgument) || !strings.HasPrefix(err.Error(), "invalid task manager registration") {
 			t.Errorf("%+v: %v", r, err)
 		}
@@ -158,9 +159,9 @@ type fakeTE struct {
 }
 
 func (f *fakeTE) DeployTask(ctx context.Context, d *taskexecutor.TaskDeployment) error {
-	var chain []jobgraph.Vertex
-	if err := json.Unmarshal(d.Chain, &chain); err != nil {
-		return rpcerr.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "chain: %v", err))
+	chain, err := rpcwire.ChainFromWire(d.Chain)
+	if err != nil {
+		return rpcserver.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "chain: %v", err))
 	}
 	f.mu.Lock()
 	f.deployed = append(f.deployed, d)
@@ -171,7 +172,7 @@ func (f *fakeTE) DeployTask(ctx context.Context, d *taskexecutor.TaskDeployment)
 		ctx := context.Background()
 		c := jmclient.MustNewClient("jobmaster", rpcserver.ClientOptions(d.JobmasterAddress, rpcserver.ClientConfig{})...)
 		report := func(state string, collected [][]byte) error {
-			return rpcerr.FromCall(c.UpdateTaskState(ctx, &jobmaster.TaskStateUpdate{
+			return rpcserver.FromCall(c.UpdateTaskState(ctx, &jobmaster.TaskStateUpdate{
 				Fencing: d.Fencing, ExecutionId: d.ExecutionId, State: state, Collected: collected,
 				Accumulators: map[string]int64{"tasks": 1},
 			}))
@@ -187,7 +188,7 @@ func (f *fakeTE) DeployTask(ctx context.Context, d *taskexecutor.TaskDeployment)
 			for {
 				r, err := c.RequestNextSplit(ctx, &jobmaster.NextSplitRequest{Fencing: d.Fencing, ExecutionId: d.ExecutionId, VertexId: int32(chain[0].ID), Subtask: d.Subtask})
 				if err != nil {
-					f.t.Errorf("split: %v", rpcerr.FromCall(err))
+					f.t.Errorf("split: %v", rpcserver.FromCall(err))
 					return
 				}
 				if r.Done {
@@ -328,7 +329,7 @@ func TestJobOverKitexFinishesAndCancels(t *testing.T) {
 	}
 	sub, err := dc.SubmitJob(ctx, &dispatcher.SubmitJobRequest{ModuleDigest: up.Digest, Args_: []string{"in/"}})
 	if err != nil {
-		t.Fatal(rpcerr.FromCall(err))
+		t.Fatal(rpcserver.FromCall(err))
 	}
 	res, err := dc.WaitJob(ctx, &dispatcher.WaitJobRequest{JobId: sub.JobId, TimeoutMs: 10_000})
 	if err != nil {
@@ -361,14 +362,14 @@ func TestJobOverKitexFinishesAndCancels(t *testing.T) {
 		t.Fatalf("list: %+v %v", list, err)
 	}
 	_, err = dc.GetJob(ctx, "nope")
-	if err = rpcerr.FromCall(err); !errors.Is(err, rpcerr.ErrJobNotFound) || err.Error() != `job "nope" not found` {
+	if err = rpcserver.FromCall(err); !errors.Is(err, rpcerr.ErrJobNotFound) || err.Error() != `job "nope" not found` {
 		t.Fatalf("unknown job: %v", err)
 	}
-	if err := rpcerr.FromCall(dc.CancelJob(ctx, "nope")); !errors.Is(err, rpcerr.ErrNotFound) {
+	if err := rpcserver.FromCall(dc.CancelJob(ctx, "nope")); !errors.Is(err, rpcerr.ErrNotFound) {
 		t.Fatalf("cancel unknown job: %v", err)
 	}
 	_, err = dc.SubmitJob(ctx, &dispatcher.SubmitJobRequest{ModuleDigest: up.Digest, Args_: []string{"in/"}, Parallelism: 200})
-	if err = rpcerr.FromCall(err); !errors.Is(err, jobgraph.ErrInvalidGraph) || !errors.Is(err, rpcerr.ErrInvalidArgument) {
+	if err = rpcserver.FromCall(err); !errors.Is(err, jobgraph.ErrInvalidGraph) || !errors.Is(err, rpcerr.ErrInvalidArgument) {
 		t.Fatalf("absurd parallelism: %v", err)
 	}
 }
@@ -381,12 +382,12 @@ func TestCancelOverKitex(t *testing.T) {
 	up, _ := dc.UploadModule(ctx, &dispatcher.UploadModuleRequest{Module: fakeWasm})
 	// A path that names nothing is refused before any slot is asked for.
 	_, err := dc.SubmitJob(ctx, &dispatcher.SubmitJobRequest{ModuleDigest: up.Digest, Args_: []string{"missing.txt"}})
-	if err = rpcerr.FromCall(err); !errors.Is(err, rpcerr.ErrNotFound) {
+	if err = rpcserver.FromCall(err); !errors.Is(err, rpcerr.ErrNotFound) {
 		t.Fatalf("missing input: %v", err)
 	}
 	sub, err := dc.SubmitJob(ctx, &dispatcher.SubmitJobRequest{ModuleDigest: up.Digest, Args_: []string{"tenants/default/modules/"}})
 	if err != nil {
-		t.Fatal(rpcerr.FromCall(err))
+		t.Fatal(rpcserver.FromCall(err))
 	}
 	testutil.Eventually(t, 5*time.Second, func() bool {
 		d, err := dc.GetJob(ctx, sub.JobId)

@@ -88,7 +88,7 @@ func TestTenantMatrixOverKitex(t *testing.T) {
 
 	up, err := a.UploadModule(ctx, &dispatcher.UploadModuleRequest{Module: fakeWasm})
 	if err != nil {
-		t.Fatal(rpcerr.FromCall(err))
+		t.Fatal(rpcserver.FromCall(err))
 	}
 	moduleKey := "tenants/a/modules/" + up.Digest + ".wasm"
 	if _, err := store.Stat(ctx, moduleKey); err != nil {
@@ -96,7 +96,7 @@ func TestTenantMatrixOverKitex(t *testing.T) {
 	}
 	sub, err := a.SubmitJob(ctx, &dispatcher.SubmitJobRequest{ModuleDigest: up.Digest, Args_: []string{"tenants/a/modules/"}})
 	if err != nil {
-		t.Fatal(rpcerr.FromCall(err))
+		t.Fatal(rpcserver.FromCall(err))
 	}
 	job := sub.JobId
 	testutil.Eventually(t, 5*time.Second, func() bool { return allRunning(ctx, a, job) })
@@ -134,7 +134,7 @@ func TestTenantMatrixOverKitex(t *testing.T) {
 		c := tokenClient(s.Addr(), tc.token)
 		unauth := func(method string, err error) {
 			t.Helper()
-			if err = rpcerr.FromCall(err); !errors.Is(err, rpcerr.ErrUnauthenticated) {
+			if err = rpcserver.FromCall(err); !errors.Is(err, rpcerr.ErrUnauthenticated) {
 				t.Errorf("%s, %s: %v, want UNAUTHENTICATED", tc.name, method, err)
 			}
 		}
@@ -169,54 +169,54 @@ func TestTenantMatrixOverKitex(t *testing.T) {
 	b := tokenClient(s.Addr(), tokenB)
 	for _, id := range crafted {
 		_, err := b.GetJob(ctx, id)
-		if err = rpcerr.FromCall(err); !errors.Is(err, rpcerr.ErrNotFound) || err.Error() != `job "`+id+`" not found` {
+		if err = rpcserver.FromCall(err); !errors.Is(err, rpcerr.ErrNotFound) || err.Error() != `job "`+id+`" not found` {
 			t.Errorf("b GetJob %q: %v", id, err)
 		}
-		if err := rpcerr.FromCall(b.CancelJob(ctx, id)); !errors.Is(err, rpcerr.ErrNotFound) {
+		if err := rpcserver.FromCall(b.CancelJob(ctx, id)); !errors.Is(err, rpcerr.ErrNotFound) {
 			t.Errorf("b CancelJob %q: %v", id, err)
 		}
 		_, err = b.WaitJob(ctx, &dispatcher.WaitJobRequest{JobId: id, TimeoutMs: 10})
-		if err = rpcerr.FromCall(err); !errors.Is(err, rpcerr.ErrNotFound) {
+		if err = rpcserver.FromCall(err); !errors.Is(err, rpcerr.ErrNotFound) {
 			t.Errorf("b WaitJob %q: %v", id, err)
 		}
 		_, err = b.TriggerSavepoint(ctx, &dispatcher.SavepointRequest{JobId: id, Stop: true})
-		if err = rpcerr.FromCall(err); !errors.Is(err, rpcerr.ErrNotFound) {
+		if err = rpcserver.FromCall(err); !errors.Is(err, rpcerr.ErrNotFound) {
 			t.Errorf("b TriggerSavepoint %q: %v", id, err)
 		}
 		_, err = b.ListCheckpoints(ctx, id)
-		if err = rpcerr.FromCall(err); !errors.Is(err, rpcerr.ErrNotFound) {
+		if err = rpcserver.FromCall(err); !errors.Is(err, rpcerr.ErrNotFound) {
 			t.Errorf("b ListCheckpoints %q: %v", id, err)
 		}
 	}
 	for _, sp := range craftedSavepoints {
-		err := rpcerr.FromCall(b.DisposeSavepoint(ctx, sp))
+		err := rpcserver.FromCall(b.DisposeSavepoint(ctx, sp))
 		if !errors.Is(err, rpcerr.ErrNotFound) && !errors.Is(err, rpcerr.ErrInvalidArgument) {
 			t.Errorf("b DisposeSavepoint %q: %v, want NOT_FOUND or INVALID_ARGUMENT", sp, err)
 		}
 	}
 	for _, d := range craftedDigests {
 		_, err := b.SubmitJob(ctx, &dispatcher.SubmitJobRequest{ModuleDigest: d, Args_: []string{"x"}})
-		if err = rpcerr.FromCall(err); !errors.Is(err, rpcerr.ErrNotFound) && !errors.Is(err, rpcerr.ErrInvalidArgument) {
+		if err = rpcserver.FromCall(err); !errors.Is(err, rpcerr.ErrNotFound) && !errors.Is(err, rpcerr.ErrInvalidArgument) {
 			t.Errorf("b SubmitJob with module %q: %v, want NOT_FOUND or INVALID_ARGUMENT", d, err)
 		}
 	}
 	// b's own module, but a's data as input: refused.
 	upB, err := b.UploadModule(ctx, &dispatcher.UploadModuleRequest{Module: fakeWasm})
 	if err != nil {
-		t.Fatal(rpcerr.FromCall(err))
+		t.Fatal(rpcserver.FromCall(err))
 	}
 	if _, err := store.Stat(ctx, "tenants/b/modules/"+upB.Digest+".wasm"); err != nil {
 		t.Fatalf("b's upload is not under b's prefix: %v", err)
 	}
 	for _, sp := range craftedSavepoints {
 		_, err := b.SubmitJob(ctx, &dispatcher.SubmitJobRequest{ModuleDigest: upB.Digest, Args_: []string{"tenants/b/modules/"}, FromSavepoint: &sp})
-		if err = rpcerr.FromCall(err); !errors.Is(err, rpcerr.ErrNotFound) && !errors.Is(err, rpcerr.ErrInvalidArgument) {
+		if err = rpcserver.FromCall(err); !errors.Is(err, rpcerr.ErrNotFound) && !errors.Is(err, rpcerr.ErrInvalidArgument) {
 			t.Errorf("b SubmitJob from a's savepoint %q: %v, want NOT_FOUND or INVALID_ARGUMENT", sp, err)
 		}
 	}
 	for _, in := range []string{"tenants/a/modules/", "../a/modules/", "tenants/b/../a/modules/"} {
 		_, err = b.SubmitJob(ctx, &dispatcher.SubmitJobRequest{ModuleDigest: upB.Digest, Args_: []string{in}})
-		if err = rpcerr.FromCall(err); err == nil || errors.Is(err, rpcerr.ErrUnauthenticated) {
+		if err = rpcserver.FromCall(err); err == nil || errors.Is(err, rpcerr.ErrUnauthenticated) {
 			t.Errorf("b reading a's data %q: %v, want refused", in, err)
 		}
 	}
@@ -233,7 +233,7 @@ func TestTenantMatrixOverKitex(t *testing.T) {
 	// b's own job runs alongside and each list shows only its own.
 	subB, err := b.SubmitJob(ctx, &dispatcher.SubmitJobRequest{ModuleDigest: upB.Digest, Args_: []string{"tenants/b/modules/"}})
 	if err != nil {
-		t.Fatal(rpcerr.FromCall(err))
+		t.Fatal(rpcserver.FromCall(err))
 	}
 	lb, _ := b.ListJobs(ctx)
 	la, _ := a.ListJobs(ctx)
@@ -249,23 +249,23 @@ func TestTenantMatrixOverKitex(t *testing.T) {
 
 	// The right token acts.
 	if _, err := a.ListCheckpoints(ctx, job); err != nil {
-		t.Fatal(rpcerr.FromCall(err))
+		t.Fatal(rpcserver.FromCall(err))
 	}
 	if err := a.DisposeSavepoint(ctx, "sp-a1"); err != nil {
-		t.Fatal(rpcerr.FromCall(err))
+		t.Fatal(rpcserver.FromCall(err))
 	}
 	if _, err := store.Stat(ctx, spKey); !errors.Is(err, blob.ErrNotFound) {
 		t.Fatalf("a disposed its savepoint, yet: %v", err)
 	}
 	if err := a.CancelJob(ctx, job); err != nil {
-		t.Fatal(rpcerr.FromCall(err))
+		t.Fatal(rpcserver.FromCall(err))
 	}
 	res, err := a.WaitJob(ctx, &dispatcher.WaitJobRequest{JobId: job, TimeoutMs: 10_000})
 	if err != nil || res.Details.Summary.State != "CANCELED" {
 		t.Fatalf("a cancels its job: %+v %v", res, err)
 	}
 	if err := b.CancelJob(ctx, subB.JobId); err != nil {
-		t.Fatal(rpcerr.FromCall(err))
+		t.Fatal(rpcserver.FromCall(err))
 	}
 	if _, err := b.WaitJob(ctx, &dispatcher.WaitJobRequest{JobId: subB.JobId, TimeoutMs: 10_000}); err != nil {
 		t.Fatal(err)
@@ -290,7 +290,7 @@ func TestTenantQuotasOverKitex(t *testing.T) {
 	a, b := tokenClient(s.Addr(), tokenA), tokenClient(s.Addr(), tokenB)
 	exhausted := func(what string, err error, msg string) {
 		t.Helper()
-		if err = rpcerr.FromCall(err); !errors.Is(err, rpcerr.ErrResourceExhausted) || !strings.Contains(err.Error(), msg) {
+		if err = rpcserver.FromCall(err); !errors.Is(err, rpcerr.ErrResourceExhausted) || !strings.Contains(err.Error(), msg) {
 			t.Fatalf("%s: %v, want RESOURCE_EXHAUSTED with %q", what, err, msg)
 		}
 	}
@@ -298,17 +298,17 @@ func TestTenantQuotasOverKitex(t *testing.T) {
 	_, err := a.UploadModule(ctx, &dispatcher.UploadModuleRequest{Module: big})
 	exhausted("a uploads 112 bytes", err, `tenant "a": module size quota 64 bytes exceeded (module is 112 bytes)`)
 	if _, err := b.UploadModule(ctx, &dispatcher.UploadModuleRequest{Module: big}); err != nil {
-		t.Fatalf("b has no module quota: %v", rpcerr.FromCall(err))
+		t.Fatalf("b has no module quota: %v", rpcserver.FromCall(err))
 	}
 	up, err := a.UploadModule(ctx, &dispatcher.UploadModuleRequest{Module: fakeWasm})
 	if err != nil {
-		t.Fatal(rpcerr.FromCall(err))
+		t.Fatal(rpcserver.FromCall(err))
 	}
 	_, err = a.SubmitJob(ctx, &dispatcher.SubmitJobRequest{ModuleDigest: up.Digest, Args_: []string{"tenants/a/modules/"}, Parallelism: 3})
 	exhausted("a needs 3 slots", err, `tenant "a": slots quota 2: 0 in use, the job needs 3`)
 	sub, err := a.SubmitJob(ctx, &dispatcher.SubmitJobRequest{ModuleDigest: up.Digest, Args_: []string{"tenants/a/modules/"}})
 	if err != nil {
-		t.Fatal(rpcerr.FromCall(err))
+		t.Fatal(rpcserver.FromCall(err))
 	}
 	_, err = a.SubmitJob(ctx, &dispatcher.SubmitJobRequest{ModuleDigest: up.Digest, Args_: []string{"tenants/a/modules/"}})
 	exhausted("a's second job", err, `tenant "a": running jobs quota 1 reached`)
@@ -317,7 +317,7 @@ func TestTenantQuotasOverKitex(t *testing.T) {
 	for range 2 {
 		sb, err := b.SubmitJob(ctx, &dispatcher.SubmitJobRequest{ModuleDigest: upB.Digest, Args_: []string{"tenants/b/modules/"}, Parallelism: 3})
 		if err != nil {
-			t.Fatalf("b is not bound by a's quotas: %v", rpcerr.FromCall(err))
+			t.Fatalf("b is not bound by a's quotas: %v", rpcserver.FromCall(err))
 		}
 		bJobs = append(bJobs, sb.JobId)
 	}
@@ -342,7 +342,7 @@ func TestTenantQuotasOverKitex(t *testing.T) {
 	}
 	sub2, err := a.SubmitJob(ctx, &dispatcher.SubmitJobRequest{ModuleDigest: up.Digest, Args_: []string{"tenants/a/modules/"}})
 	if err != nil {
-		t.Fatalf("after the first job ended: %v", rpcerr.FromCall(err))
+		t.Fatalf("after the first job ended: %v", rpcserver.FromCall(err))
 	}
 	for _, id := range []string{sub2.JobId} {
 		testutil.Eventually(t, 5*time.Second, func() bool { return allRunning(ctx, a, id) })

@@ -56,24 +56,24 @@ func TestRealModulePlansInTheSandbox(t *testing.T) {
 	dc := dspclient.MustNewClient("dispatcher", rpcserver.ClientOptions(s.Addr(), rpcserver.ClientConfig{RPCTimeout: 5 * time.Minute})...)
 
 	_, err = dc.UploadModule(ctx, &dispatcher.UploadModuleRequest{Module: []byte("\x00asm\x01\x00\x00\x00garbage")})
-	if err = rpcerr.FromCall(err); !errors.Is(err, rpcerr.ErrInvalidModule) {
+	if err = rpcserver.FromCall(err); !errors.Is(err, rpcerr.ErrInvalidModule) {
 		t.Fatalf("garbage module: %v", err)
 	}
 	_, err = dc.UploadModule(ctx, &dispatcher.UploadModuleRequest{Module: []byte("print('hello')")})
-	if err = rpcerr.FromCall(err); !errors.Is(err, rpcerr.ErrInvalidModule) || !strings.Contains(err.Error(), "not a WebAssembly binary") {
+	if err = rpcserver.FromCall(err); !errors.Is(err, rpcerr.ErrInvalidModule) || !strings.Contains(err.Error(), "not a WebAssembly binary") {
 		t.Fatalf("non-wasm upload: %v", err)
 	}
 	up, err := dc.UploadModule(ctx, &dispatcher.UploadModuleRequest{Module: wasm})
 	if err != nil {
-		t.Fatal(rpcerr.FromCall(err))
+		t.Fatal(rpcserver.FromCall(err))
 	}
 	_, err = dc.SubmitJob(ctx, &dispatcher.SubmitJobRequest{ModuleDigest: up.Digest})
-	if err = rpcerr.FromCall(err); !errors.Is(err, rpcerr.ErrInvalidArgument) || !strings.Contains(err.Error(), "no input") {
+	if err = rpcserver.FromCall(err); !errors.Is(err, rpcerr.ErrInvalidArgument) || !strings.Contains(err.Error(), "no input") {
 		t.Fatalf("plan without input: %v", err)
 	}
 	sub, err := dc.SubmitJob(ctx, &dispatcher.SubmitJobRequest{ModuleDigest: up.Digest, Args_: []string{"--input", "books/"}, Parallelism: 2})
 	if err != nil {
-		t.Fatal(rpcerr.FromCall(err))
+		t.Fatal(rpcserver.FromCall(err))
 	}
 	res, err := dc.WaitJob(ctx, &dispatcher.WaitJobRequest{JobId: sub.JobId, TimeoutMs: 10_000})
 	if err != nil || res.Details.Summary.State != "FINISHED" || res.Details.Summary.Name != "wordcount" {

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/taskexecutor"
 	teclient "github.com/sluicehq/sluice/idl/kitex_gen/sluice/taskexecutor/taskexecutor"
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/internal/rpcserver"
@@ -62,7 +63,7 @@ func TestClusterSecretOverKitex(t *testing.T) {
 
 	unauth := func(what string, err error) {
 		t.Helper()
-		if err = rpcerr.FromCall(err); !errors.Is(err, rpcerr.ErrUnauthenticated) {
+		if err = rpcserver.FromCall(err); !errors.Is(err, rpcerr.ErrUnauthenticated) {
 			t.Errorf("%s: %v, want UNAUTHENTICATED", what, err)
 		}
 	}
@@ -110,7 +111,7 @@ func TestClusterSecretOverKitex(t *testing.T) {
 			JobId:            "j",
 			Tenant:           "default",
 			ModuleDigest:     "sha256-" + "00000000000000000000000000000000000000000000000000000000000000",
-			Chain:            []byte(`[{"id":1,"name":"src","kind":"source","connector":"text"}]`),
+			Chain:            []*taskexecutor.Vertex{{Id: 1, Name: "src", Kind: "source", Connector: "text"}},
 			Parallelism:      1,
 			MaxParallelism:   128,
 			AllocationId:     "alloc-" + string(rune('0'+attempt)),
@@ -132,9 +133,9 @@ func TestClusterSecretOverKitex(t *testing.T) {
 	// TaskManager remembers the newest attempt of the job.)
 	tc := teclient.MustNewClient("te", rpcserver.ClientOptions(good.Addr(), peerConfig(secret.RPCProof()))...)
 	if err := tc.DeployTask(ctx, deployment(2)); err != nil {
-		t.Fatalf("deploy with the secret: %v", rpcerr.FromCall(err))
+		t.Fatalf("deploy with the secret: %v", rpcserver.FromCall(err))
 	}
-	err = rpcerr.FromCall(tc.DeployTask(ctx, deployment(1)))
+	err = rpcserver.FromCall(tc.DeployTask(ctx, deployment(1)))
 	if !errors.Is(err, rpcerr.ErrStaleFencingToken) {
 		t.Fatalf("replayed attempt 1 after 2: %v, want STALE_FENCING_TOKEN", err)
 	}
@@ -149,7 +150,7 @@ func TestClusterSecretOverKitex(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = m.OpenOutput(ctx, exchange.OutputSpec{ResultID: "nobody", Partitioner: jobgraph.Forward, Targets: []string{good.DataAddr()}})
+		_, err = m.OpenOutput(ctx, control.OutputSpec{ResultID: "nobody", Partitioner: jobgraph.Forward, Targets: []string{good.DataAddr()}}, 0, 0)
 		m.Close()
 		if handshake := errors.Is(err, exchange.ErrHandshake); handshake == tc.ok || err == nil {
 			t.Errorf("data port, %s: %v", tc.name, err)

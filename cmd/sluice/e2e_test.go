@@ -615,7 +615,7 @@ func TestE2EBadInput(t *testing.T) {
 	_, err = rm.RegisterTaskManager(context.Background(), &resourcemanager.RegisterTaskManagerRequest{
 		ResourceId: "evil", RpcAddress: "127.0.0.1:1", DataAddress: "127.0.0.1:2", Slots: 0,
 	})
-	if err = rpcerr.FromCall(err); !errors.Is(err, rpcerr.ErrInvalidArgument) || !strings.Contains(err.Error(), "slots") {
+	if err = rpcserver.FromCall(err); !errors.Is(err, rpcerr.ErrInvalidArgument) || !strings.Contains(err.Error(), "slots") {
 		t.Errorf("registration with slots=0: %v; want INVALID_ARGUMENT about slots", err)
 	}
 	if ov := c.overview(); len(ov.TaskManagers) != 1 || ov.SlotsTotal != 2 {

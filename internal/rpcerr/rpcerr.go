@@ -1,26 +1,27 @@
-// Package rpcerr is the one table that maps the project's errors to the wire
-// error (common.SluiceError) and back, so a client gets the same error the
+// Package rpcerr is the one table of the project's error kinds: a code per
+// kind, a sentinel per code (and a few more specific ones that carry a
+// reason), and Classify, which finds the code and reason of any error. The
+// RPC edge (internal/rpcserver) sends an error as its code, reason and
+// message and rebuilds it from them, so a client gets the same error the
 // server had: the same message, and errors.Is answers the same way on both
 // sides.
 //
 // Domain code returns the sentinels below (wrapped with context, or built
-// with Errorf to set the exact message); RPC adapters call ToWire on the way
-// out and FromCall on the way in. Nothing else needs to know the wire form.
+// with Errorf to set the exact message); RPC adapters call rpcserver.ToWire
+// on the way out and rpcserver.FromCall on the way in.
 //
 //	// server side, in a domain package
 //	return rpcerr.Errorf(rpcerr.ErrNotFound, "job %q not found", id)
 //	// RPC handler
-//	return nil, rpcerr.ToWire(err)
+//	return nil, rpcserver.ToWire(err)
 //	// client adapter
-//	if err != nil { return rpcerr.FromCall(err) }
+//	if err != nil { return rpcserver.FromCall(err) }
 //	// caller, on either side
 //	if errors.Is(err, rpcerr.ErrNotFound) { ... }
 //
-// # Notes
-//
-// This package imports idl/kitex_gen/sluice/common (only the error and token
-// types) so domain packages that use the sentinels import it indirectly; they
-// never touch the wire types themselves.
+// It imports only the standard library and internal/jobgraph (whose
+// ErrInvalidGraph is in the table), so domain packages can use it without
+// depending on Kitex; it must not import idl/kitex_gen or Kitex.
 package rpcerr
 
 import (
@@ -32,7 +33,8 @@ import (
 )
 
 // Code is the kind of an error, as it travels on the wire. The values are the
-// ones of common.ErrorCode.
+// ones of common.ErrorCode in idl/common.thrift (internal/rpcserver tests
+// that they match).
 type Code int32
 
 // The codes, in the order of common.ErrorCode.
@@ -100,8 +102,8 @@ var (
 	// ErrModuleNotFound: no module with that digest (NOT_FOUND).
 	ErrModuleNotFound error = &sentinel{"module not found"}
 	// ErrUnreachable: a call failed on the network — no connection to the
-	// peer, or one that broke during the call (UNAVAILABLE). FromCall
-	// returns it; it never comes from a server.
+	// peer, or one that broke during the call (UNAVAILABLE).
+	// rpcserver.FromCall returns it; it never comes from a server.
 	ErrUnreachable error = &sentinel{"unreachable"}
 )
 
@@ -112,7 +114,7 @@ type mapping struct {
 	reason string // set for errors more specific than their code
 }
 
-// table is THE mapping, most specific rows first: ToWire takes the first row
+// table is THE mapping, most specific rows first: Classify takes the first row
 // the error matches; *Error.Is answers for a target by looking up its row.
 // It is never modified.
 var table = [...]mapping{
@@ -173,6 +175,17 @@ func (e *Error) Is(target error) bool {
 		return false
 	}
 	return m.code == e.Code && (m.reason == "" || m.reason == e.Reason)
+}
+
+// Wrap returns an error of kind (as Errorf) with message as its text and
+// cause as its local cause, reachable with errors.Is/As but never sent. The
+// RPC edge uses it to classify transport failures.
+func Wrap(kind error, message string, cause error) *Error {
+	m, ok := rowOf(kind)
+	if !ok {
+		m = mapping{code: CodeUnknown}
+	}
+	return &Error{Code: m.code, Reason: m.reason, Message: message, cause: cause}
 }
 
 // Errorf returns an error of kind (a sentinel of this package, or any error

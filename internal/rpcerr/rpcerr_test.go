@@ -6,106 +6,44 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/cloudwego/kitex/pkg/kerrors"
-
-	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/common"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 )
 
-// roundTrip sends err through the wire form, as an RPC does.
-func roundTrip(err error) error { return rpcerr.FromCall(rpcerr.ToWire(err)) }
-
-func TestRoundTrip(t *testing.T) {
+// TestClassify: each error travels with the code and reason of its most
+// specific row, and an *Error answers errors.Is for its code's sentinel and
+// its reason's. The wire round trip is tested in internal/rpcserver.
+func TestClassify(t *testing.T) {
 	tests := []struct {
-		name     string
-		err      error
-		code     common.ErrorCode
-		msg      string
-		is, isnt []error
+		name   string
+		err    error
+		code   rpcerr.Code
+		reason string
+		is     []error
 	}{
-		{"not found", rpcerr.Errorf(rpcerr.ErrJobNotFound, "job %q not found", "x"),
-			common.ErrorCode_NOT_FOUND, `job "x" not found`,
-			[]error{rpcerr.ErrNotFound, rpcerr.ErrJobNotFound}, []error{rpcerr.ErrModuleNotFound, rpcerr.ErrInvalidArgument}},
-		{"not enough slots", fmt.Errorf("request slots: %w", rpcerr.NotEnoughSlots(4, 2)),
-			common.ErrorCode_RESOURCE_EXHAUSTED, "request slots: not enough slots: need 4, free 2",
-			[]error{rpcerr.ErrNotEnoughSlots, rpcerr.ErrResourceExhausted}, []error{rpcerr.ErrUnavailable}},
-		{"wrapped sentinel", fmt.Errorf("deploy task t1: %w", rpcerr.ErrStaleFencingToken),
-			common.ErrorCode_STALE_FENCING_TOKEN, "deploy task t1: stale fencing token",
-			[]error{rpcerr.ErrStaleFencingToken}, []error{rpcerr.ErrInternal}},
-		{"invalid graph", fmt.Errorf("%w: cycle through vertices 1 -> 2 -> 1", jobgraph.ErrInvalidGraph),
-			common.ErrorCode_INVALID_ARGUMENT, "invalid job graph: cycle through vertices 1 -> 2 -> 1",
-			[]error{rpcerr.ErrInvalidArgument, jobgraph.ErrInvalidGraph}, []error{rpcerr.ErrInvalidModule}},
-		{"deadline", fmt.Errorf("wait: %w", context.DeadlineExceeded),
-			common.ErrorCode_DEADLINE_EXCEEDED, "wait: context deadline exceeded",
-			[]error{rpcerr.ErrDeadlineExceeded, context.DeadlineExceeded}, nil},
-		{"canceled", context.Canceled, common.ErrorCode_UNAVAILABLE, "context canceled",
-			[]error{context.Canceled, rpcerr.ErrUnavailable}, nil},
-		{"plain", errors.New("boom"), common.ErrorCode_UNKNOWN, "boom",
-			[]error{rpcerr.ErrUnknown}, []error{rpcerr.ErrInternal}},
-		{"unauthenticated", rpcerr.ErrUnauthenticated, common.ErrorCode_UNAUTHENTICATED, "unauthenticated",
-			[]error{rpcerr.ErrUnauthenticated}, []error{rpcerr.ErrPermissionDenied}},
+		{"not found", rpcerr.Errorf(rpcerr.ErrJobNotFound, "job %q not found", "x"), rpcerr.CodeNotFound, "JOB_NOT_FOUND",
+			[]error{rpcerr.ErrNotFound, rpcerr.ErrJobNotFound}},
+		{"not enough slots", fmt.Errorf("request slots: %w", rpcerr.NotEnoughSlots(4, 2)), rpcerr.CodeResourceExhausted, "NOT_ENOUGH_SLOTS",
+			[]error{rpcerr.ErrNotEnoughSlots, rpcerr.ErrResourceExhausted}},
+		{"wrapped sentinel", fmt.Errorf("deploy: %w", rpcerr.ErrStaleFencingToken), rpcerr.CodeStaleFencingToken, "", []error{rpcerr.ErrStaleFencingToken}},
+		{"invalid graph", fmt.Errorf("%w: cycle", jobgraph.ErrInvalidGraph), rpcerr.CodeInvalidArgument, "INVALID_JOB_GRAPH", []error{jobgraph.ErrInvalidGraph}},
+		{"deadline", fmt.Errorf("wait: %w", context.DeadlineExceeded), rpcerr.CodeDeadlineExceeded, "", []error{context.DeadlineExceeded}},
+		{"canceled", context.Canceled, rpcerr.CodeUnavailable, "CANCELED", []error{context.Canceled}},
+		{"plain", errors.New("boom"), rpcerr.CodeUnknown, "", nil},
+		{"wrap", rpcerr.Wrap(rpcerr.ErrUnreachable, "rpc: dial", errors.New("dial")), rpcerr.CodeUnavailable, "UNREACHABLE",
+			[]error{rpcerr.ErrUnreachable, rpcerr.ErrUnavailable}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w := rpcerr.ToSluiceError(tt.err)
-			if w.Code != tt.code || w.Message != tt.msg {
-				t.Fatalf("wire = %v %q, want %v %q", w.Code, w.Message, tt.code, tt.msg)
+			if code, reason := rpcerr.Classify(tt.err); code != tt.code || reason != tt.reason {
+				t.Fatalf("Classify = %v %q, want %v %q", code, reason, tt.code, tt.reason)
 			}
-			if got := rpcerr.CodeOf(tt.err); common.ErrorCode(got) != tt.code {
-				t.Errorf("server: CodeOf = %v, want %v", got, tt.code)
-			}
-			// The client's error answers errors.Is for the code's sentinel and
-			// the specific one, whichever the server used.
-			for _, side := range []struct {
-				name string
-				err  error
-			}{{"client", roundTrip(tt.err)}, {"client twice", roundTrip(roundTrip(tt.err))}} {
-				if side.err.Error() != tt.msg {
-					t.Errorf("%s: message %q, want %q", side.name, side.err.Error(), tt.msg)
-				}
-				for _, target := range tt.is {
-					if !errors.Is(side.err, target) {
-						t.Errorf("%s: errors.Is(%v) = false", side.name, target)
-					}
-				}
-				for _, target := range tt.isnt {
-					if errors.Is(side.err, target) {
-						t.Errorf("%s: errors.Is(%v) = true", side.name, target)
-					}
+			for _, target := range tt.is {
+				if !errors.Is(tt.err, target) {
+					t.Errorf("errors.Is(%v) = false", target)
 				}
 			}
 		})
-	}
-}
-
-func TestNil(t *testing.T) {
-	if rpcerr.ToWire(nil) != nil || rpcerr.FromCall(nil) != nil || rpcerr.FromWire(nil) != nil || rpcerr.ToSluiceError(nil) != nil {
-		t.Fatal("nil must stay nil")
-	}
-}
-
-func TestFromCallTransport(t *testing.T) {
-	err := rpcerr.FromCall(kerrors.ErrRPCTimeout)
-	if !errors.Is(err, rpcerr.ErrDeadlineExceeded) || !errors.Is(err, kerrors.ErrRPCTimeout) {
-		t.Fatalf("timeout: %v", err)
-	}
-	err = rpcerr.FromCall(fmt.Errorf("dial: %w", kerrors.ErrGetConnection))
-	if !errors.Is(err, rpcerr.ErrUnreachable) || !errors.Is(err, rpcerr.ErrUnavailable) || rpcerr.CodeOf(err) != rpcerr.CodeUnavailable {
-		t.Fatalf("no connection: %v", err)
-	}
-	err = rpcerr.FromCall(fmt.Errorf("read: %w", kerrors.ErrRemoteOrNetwork))
-	if !errors.Is(err, rpcerr.ErrUnreachable) {
-		t.Fatalf("broken connection: %v", err)
-	}
-	err = rpcerr.FromCall(errors.New("undeclared exception"))
-	if errors.Is(err, rpcerr.ErrUnreachable) || !errors.Is(err, rpcerr.ErrUnavailable) {
-		t.Fatalf("undeclared error: %v", err)
-	}
-	// A server's own UNAVAILABLE (its blob store is down, say) does not
-	// make it unreachable.
-	if errors.Is(roundTrip(rpcerr.Errorf(rpcerr.ErrUnavailable, "blob store down")), rpcerr.ErrUnreachable) {
-		t.Fatal("a declared UNAVAILABLE reads as unreachable")
 	}
 }
 

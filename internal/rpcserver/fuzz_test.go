@@ -47,7 +47,7 @@ var requestTypes = []func() any{
 func FuzzDecodeRequests(f *testing.F) {
 	seeds := []any{
 		&dispatcher.DispatcherSubmitJobArgs{Req: &dispatcher.SubmitJobRequest{ModuleDigest: "sha256-00", Args_: []string{"--input", "x"}, Config: map[string]string{"k": "v"}}},
-		&taskexecutor.TaskExecutorDeployTaskArgs{Req: &taskexecutor.TaskDeployment{Fencing: &common.FencingToken{JobId: "j"}, Chain: []byte("[]"), Inputs: []*taskexecutor.InputSpec{{ResultId: "r"}}}},
+		&taskexecutor.TaskExecutorDeployTaskArgs{Req: &taskexecutor.TaskDeployment{Fencing: &common.FencingToken{JobId: "j"}, Chain: []*taskexecutor.Vertex{{Id: 1, Name: "src", Kind: "source", Connector: "text", Config: map[string]string{"k": "v"}}}, Inputs: []*taskexecutor.InputSpec{{ResultId: "r"}}}},
 		&resourcemanager.ResourceManagerHeartbeatArgs{Req: &resourcemanager.HeartbeatRequest{ResourceId: "tm", SlotReport: []*resourcemanager.SlotStatus{{Index: 1}}, Metrics: map[string]int64{"m": 1}}},
 		&jobmaster.JobMasterUpdateTaskStateArgs{Req: &jobmaster.TaskStateUpdate{Collected: [][]byte{[]byte("x")}}},
 	}

@@ -29,7 +29,7 @@ func (*rm) RegisterTaskManager(ctx context.Context, req *resourcemanager.Registe
 	case "plain":
 		return nil, errors.New("plain failure") // not mapped by the handler
 	case "typed":
-		return nil, rpcerr.ToWire(rpcerr.NotEnoughSlots(3, 1))
+		return nil, rpcserver.ToWire(rpcerr.NotEnoughSlots(3, 1))
 	}
 	return &resourcemanager.RegisterTaskManagerResponse{RegistrationId: "r-" + req.ResourceId}, nil
 }
@@ -41,7 +41,7 @@ func (*rm) Heartbeat(ctx context.Context, req *resourcemanager.HeartbeatRequest)
 type jmh struct{}
 
 func (*jmh) UpdateTaskState(ctx context.Context, req *jobmaster.TaskStateUpdate) error {
-	return rpcerr.ToWire(rpcerr.ErrStaleFencingToken)
+	return rpcserver.ToWire(rpcerr.ErrStaleFencingToken)
 }
 
 func (*jmh) RequestNextSplit(ctx context.Context, req *jobmaster.NextSplitRequest) (*jobmaster.NextSplitResponse, error) {
@@ -80,21 +80,21 @@ func TestServeSeveralServicesOnOnePort(t *testing.T) {
 	if _, err := jc.RequestNextSplit(ctx, &jobmaster.NextSplitRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	err = rpcerr.FromCall(jc.UpdateTaskState(ctx, &jobmaster.TaskStateUpdate{}))
+	err = rpcserver.FromCall(jc.UpdateTaskState(ctx, &jobmaster.TaskStateUpdate{}))
 	if !errors.Is(err, rpcerr.ErrStaleFencingToken) {
 		t.Fatalf("UpdateTaskState: %v", err)
 	}
 
 	_, err = rc.RegisterTaskManager(ctx, &resourcemanager.RegisterTaskManagerRequest{ResourceId: "typed"})
-	if err = rpcerr.FromCall(err); !errors.Is(err, rpcerr.ErrNotEnoughSlots) || err.Error() != "not enough slots: need 3, free 1" {
+	if err = rpcserver.FromCall(err); !errors.Is(err, rpcerr.ErrNotEnoughSlots) || err.Error() != "not enough slots: need 3, free 1" {
 		t.Fatalf("typed: %v", err)
 	}
 	_, err = rc.RegisterTaskManager(ctx, &resourcemanager.RegisterTaskManagerRequest{ResourceId: "panic"})
-	if err = rpcerr.FromCall(err); !errors.Is(err, rpcerr.ErrInternal) || !strings.Contains(err.Error(), "kaboom") {
+	if err = rpcserver.FromCall(err); !errors.Is(err, rpcerr.ErrInternal) || !strings.Contains(err.Error(), "kaboom") {
 		t.Fatalf("panic: %v", err)
 	}
 	_, err = rc.RegisterTaskManager(ctx, &resourcemanager.RegisterTaskManagerRequest{ResourceId: "plain"})
-	if err = rpcerr.FromCall(err); rpcerr.CodeOf(err) != rpcerr.CodeUnknown || err.Error() != "plain failure" {
+	if err = rpcserver.FromCall(err); rpcerr.CodeOf(err) != rpcerr.CodeUnknown || err.Error() != "plain failure" {
 		t.Fatalf("plain: %v (%v)", err, rpcerr.CodeOf(err))
 	}
 	// The server still serves after a panic.
@@ -108,7 +108,7 @@ func TestServeSeveralServicesOnOnePort(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = rc.Heartbeat(ctx, &resourcemanager.HeartbeatRequest{})
-	if err = rpcerr.FromCall(err); !errors.Is(err, rpcerr.ErrUnavailable) {
+	if err = rpcserver.FromCall(err); !errors.Is(err, rpcerr.ErrUnavailable) {
 		t.Fatalf("after close: %v", err)
 	}
 }

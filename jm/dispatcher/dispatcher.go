@@ -26,6 +26,7 @@ import (
 
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/internal/checkpoint"
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/jm/jobmaster"
@@ -104,7 +105,7 @@ type Quotas struct {
 	RunningJobs int   // jobs of the tenant not yet ended
 	ModuleBytes int64 // the largest module the tenant may upload
 	// Limits go with every task of the tenant's jobs.
-	Limits jobmaster.TaskLimits
+	Limits control.TaskLimits
 }
 
 // Submission is a job to run.

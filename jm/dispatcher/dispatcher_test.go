@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/internal/checkpoint"
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/jm/jobmaster"
@@ -68,15 +69,15 @@ func (p *countingPool) count() int { p.mu.Lock(); defer p.mu.Unlock(); return p.
 
 type nopGateway struct{}
 
-func (nopGateway) DeployTask(context.Context, string, jobmaster.Deployment) error { return nil }
-func (nopGateway) CancelTask(context.Context, string, jobmaster.FencingToken, string) error {
+func (nopGateway) DeployTask(context.Context, string, control.Deployment) error { return nil }
+func (nopGateway) CancelTask(context.Context, string, control.FencingToken, string) error {
 	return nil
 }
 func (nopGateway) FreeSlot(context.Context, string, string) error { return nil }
-func (nopGateway) TriggerCheckpoint(context.Context, string, jobmaster.FencingToken, string, checkpoint.Trigger) error {
+func (nopGateway) TriggerCheckpoint(context.Context, string, control.FencingToken, string, checkpoint.Trigger) error {
 	return nil
 }
-func (nopGateway) NotifyCheckpoint(context.Context, string, jobmaster.FencingToken, string, int64, bool) error {
+func (nopGateway) NotifyCheckpoint(context.Context, string, control.FencingToken, string, int64, bool) error {
 	return nil
 }
 

@@ -10,10 +10,10 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/blob"
+	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/jobconfig"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/rpcerr"
-	"github.com/sluicehq/sluice/jm/jobmaster"
 )
 
 // ConfigInputs is the job config key of the inputs map (jobconfig.KeyInputs).
@@ -65,14 +65,14 @@ func splitSizeFor(total int64, subtasks int, maxSize int64) int64 {
 // ErrInvalidArgument for a malformed paths list, inputs map or key;
 // ErrNotFound when a path names nothing; ErrPermissionDenied for another
 // tenant's keys; the blob store's errors otherwise.
-func resolveSplits(ctx context.Context, store blob.Store, tenant string, g *jobgraph.Graph, conf map[string]string, p int, maxSplitSize int64) (map[int][]jobmaster.Split, error) {
+func resolveSplits(ctx context.Context, store blob.Store, tenant string, g *jobgraph.Graph, conf map[string]string, p int, maxSplitSize int64) (map[int][]checkpoint.Split, error) {
 	var inputs map[string]string
 	if s, ok := conf[ConfigInputs]; ok {
 		if err := json.Unmarshal([]byte(s), &inputs); err != nil {
 			return nil, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "config %s: want a JSON object of path to blob key: %v", ConfigInputs, err)
 		}
 	}
-	out := map[int][]jobmaster.Split{}
+	out := map[int][]checkpoint.Split{}
 	total := 0
 	for _, v := range g.Vertices {
 		if v.Connector != jobgraph.ConnectorText {
@@ -100,10 +100,10 @@ func resolveSplits(ctx context.Context, store blob.Store, tenant string, g *jobg
 			bytes += o.Size
 		}
 		splitSize := splitSizeFor(bytes, jobgraph.ParallelismOf(&v, p), maxSplitSize)
-		var splits []jobmaster.Split
+		var splits []checkpoint.Split
 		for _, o := range objs {
 			for off := int64(0); off < o.Size; off += splitSize {
-				splits = append(splits, jobmaster.Split{Key: o.Key, Offset: off, Length: min(splitSize, o.Size-off)})
+				splits = append(splits, checkpoint.Split{Key: o.Key, Offset: off, Length: min(splitSize, o.Size-off)})
 			}
 		}
 		total += len(splits)

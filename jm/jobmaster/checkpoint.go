@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/internal/checkpoint"
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/jm/jobmaster/checkpointing"
 )
@@ -42,12 +43,12 @@ type savepointReply struct {
 // events, sent to the loop as they are.
 type (
 	evAck struct {
-		f     FencingToken
+		f     control.FencingToken
 		a     checkpoint.Ack
 		reply chan error
 	}
 	evDecline struct {
-		f     FencingToken
+		f     control.FencingToken
 		d     checkpoint.Decline
 		reply chan error
 	}
@@ -113,7 +114,7 @@ func (jm *JobMaster) Checkpoints() []checkpoint.Stats {
 //   - ErrInvalidArgument: the state or sink parts lie outside the job's
 //     checkpoint or pending directories (the checkpoint aborts).
 //   - ErrFailedPrecondition: the job has ended.
-func (jm *JobMaster) AcknowledgeCheckpoint(ctx context.Context, f FencingToken, a checkpoint.Ack) error {
+func (jm *JobMaster) AcknowledgeCheckpoint(ctx context.Context, f control.FencingToken, a checkpoint.Ack) error {
 	return jm.ask(ctx, func(reply chan error) any { return evAck{f: f, a: a, reply: reply} })
 }
 
@@ -123,7 +124,7 @@ func (jm *JobMaster) AcknowledgeCheckpoint(ctx context.Context, f FencingToken, 
 // # Errors
 //
 // As AcknowledgeCheckpoint.
-func (jm *JobMaster) DeclineCheckpoint(ctx context.Context, f FencingToken, d checkpoint.Decline) error {
+func (jm *JobMaster) DeclineCheckpoint(ctx context.Context, f control.FencingToken, d checkpoint.Decline) error {
 	return jm.ask(ctx, func(reply chan error) any { return evDecline{f: f, d: d, reply: reply} })
 }
 
@@ -248,7 +249,7 @@ func (jm *JobMaster) allRunning() bool {
 }
 
 // checkReport checks a task's checkpoint report like UpdateTaskState.
-func (jm *JobMaster) checkReport(f FencingToken, execID string) error {
+func (jm *JobMaster) checkReport(f control.FencingToken, execID string) error {
 	if err := jm.checkFencing(f); err != nil {
 		return err
 	}
@@ -258,7 +259,7 @@ func (jm *JobMaster) checkReport(f FencingToken, execID string) error {
 	return nil
 }
 
-func (jm *JobMaster) onAck(f FencingToken, a checkpoint.Ack) error {
+func (jm *JobMaster) onAck(f control.FencingToken, a checkpoint.Ack) error {
 	if err := jm.checkReport(f, a.ExecutionID); err != nil {
 		if errors.Is(err, rpcerr.ErrStaleFencingToken) && f.JobID == jm.cfg.JobID && f.LeaderSession == jm.cfg.LeaderSession {
 			jm.checkpointEvent(checkpointing.LateAck{Ack: a}) // a zombie of an older attempt of this job
@@ -268,7 +269,7 @@ func (jm *JobMaster) onAck(f FencingToken, a checkpoint.Ack) error {
 	return jm.checkpointEvent(checkpointing.Acked{Ack: a})
 }
 
-func (jm *JobMaster) onDecline(f FencingToken, d checkpoint.Decline) error {
+func (jm *JobMaster) onDecline(f control.FencingToken, d checkpoint.Decline) error {
 	if err := jm.checkReport(f, d.ExecutionID); err != nil {
 		return err
 	}
@@ -491,7 +492,7 @@ func vertexIDs(t *task) []int {
 	return ids
 }
 
-func toCheckpointSplits(s []Split) []checkpoint.Split {
+func toCheckpointSplits(s []checkpoint.Split) []checkpoint.Split {
 	out := make([]checkpoint.Split, len(s))
 	for i := range s {
 		out[i] = checkpoint.Split(s[i])
@@ -499,10 +500,10 @@ func toCheckpointSplits(s []Split) []checkpoint.Split {
 	return out
 }
 
-func fromCheckpointSplits(s []checkpoint.Split) []Split {
-	out := make([]Split, len(s))
+func fromCheckpointSplits(s []checkpoint.Split) []checkpoint.Split {
+	out := make([]checkpoint.Split, len(s))
 	for i := range s {
-		out[i] = Split(s[i])
+		out[i] = checkpoint.Split(s[i])
 	}
 	return out
 }

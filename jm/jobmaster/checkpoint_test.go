@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/internal/checkpoint"
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/keygroup"
 	"github.com/sluicehq/sluice/internal/rpcerr"
@@ -23,7 +24,7 @@ import (
 
 type triggerCall struct {
 	execID string
-	f      FencingToken
+	f      control.FencingToken
 	tr     checkpoint.Trigger
 }
 
@@ -40,7 +41,7 @@ type cpReply struct {
 	decline string
 }
 
-func (g *fakeGateway) deployment(execID string) (Deployment, bool) {
+func (g *fakeGateway) deployment(execID string) (control.Deployment, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, d := range g.deploys {
@@ -48,18 +49,18 @@ func (g *fakeGateway) deployment(execID string) (Deployment, bool) {
 			return d, true
 		}
 	}
-	return Deployment{}, false
+	return control.Deployment{}, false
 }
 
 // TriggerCheckpoint plays the barrier: once every source of the attempt was
 // triggered for a checkpoint, every task of the attempt snapshots (a state
 // object written to the store) and acknowledges, unless onCheckpoint says
 // otherwise.
-func (g *fakeGateway) TriggerCheckpoint(ctx context.Context, addr string, f FencingToken, id string, tr checkpoint.Trigger) error {
+func (g *fakeGateway) TriggerCheckpoint(ctx context.Context, addr string, f control.FencingToken, id string, tr checkpoint.Trigger) error {
 	g.mu.Lock()
 	g.triggers = append(g.triggers, triggerCall{id, f, tr})
 	fail := g.failTrigger
-	var all []Deployment
+	var all []control.Deployment
 	if g.store != nil {
 		if g.seen == nil {
 			g.seen = map[[2]int64]int{}
@@ -67,7 +68,7 @@ func (g *fakeGateway) TriggerCheckpoint(ctx context.Context, addr string, f Fenc
 		k := [2]int64{f.Attempt, tr.ID}
 		g.seen[k]++
 		sources := 0
-		var deps []Deployment
+		var deps []control.Deployment
 		for _, d := range g.deploys {
 			if d.Fencing.Attempt == f.Attempt {
 				deps = append(deps, d)
@@ -98,7 +99,7 @@ func (g *fakeGateway) TriggerCheckpoint(ctx context.Context, addr string, f Fenc
 }
 
 // snapshot1 is one task's part of a checkpoint.
-func (g *fakeGateway) snapshot1(d Deployment, tr checkpoint.Trigger) {
+func (g *fakeGateway) snapshot1(d control.Deployment, tr checkpoint.Trigger) {
 	keys, _ := blob.ForTenant(d.Tenant)
 	dir, _ := keys.Checkpoint(d.JobID, uint64(tr.ID))
 	ids := make([]int, len(d.Chain))
@@ -133,7 +134,7 @@ func (g *fakeGateway) snapshot1(d Deployment, tr checkpoint.Trigger) {
 	}
 }
 
-func (g *fakeGateway) NotifyCheckpoint(ctx context.Context, addr string, f FencingToken, id string, cp int64, completed bool) error {
+func (g *fakeGateway) NotifyCheckpoint(ctx context.Context, addr string, f control.FencingToken, id string, cp int64, completed bool) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.notifies = append(g.notifies, notifyCall{id, cp, completed})
@@ -324,12 +325,12 @@ func (h *harness) allRunning(t *testing.T) {
 	}, "tasks never all RUNNING")
 }
 
-func (h *harness) deploysOf(attempt int64) []Deployment {
+func (h *harness) deploysOf(attempt int64) []control.Deployment {
 	deps, _, _ := h.gw.snapshot()
-	return slices.DeleteFunc(deps, func(d Deployment) bool { return d.Fencing.Attempt != attempt })
+	return slices.DeleteFunc(deps, func(d control.Deployment) bool { return d.Fencing.Attempt != attempt })
 }
 
-func chainIDs(d Deployment) []int {
+func chainIDs(d control.Deployment) []int {
 	ids := make([]int, len(d.Chain))
 	for i, v := range d.Chain {
 		ids[i] = v.ID
@@ -347,13 +348,13 @@ func readMeta(t *testing.T, st *recStore, dir string) *checkpoint.Metadata {
 }
 
 func TestPeriodicCheckpointsCompleteWithMetadataLastAndRetention(t *testing.T) {
-	splits := []Split{{"in/a", 0, 10}, {"in/b", 0, 10}}
+	splits := []checkpoint.Split{{Key: "in/a", Offset: 0, Length: 10}, {Key: "in/b", Offset: 0, Length: 10}}
 	cc := periodic(20 * time.Millisecond)
 	cc.Retained = 2
 	var snapshots5 atomic.Int64 // tasks that stored their state of checkpoint 5
 	h, st := startCP(t, wordcount(2, 2), cc, func(c *Config, g *fakeGateway) {
-		c.Splits = map[int][]Split{1: splits}
-		g.onCheckpoint = func(d Deployment, tr checkpoint.Trigger, a *checkpoint.Ack) cpReply {
+		c.Splits = map[int][]checkpoint.Split{1: splits}
+		g.onCheckpoint = func(d control.Deployment, tr checkpoint.Trigger, a *checkpoint.Ack) cpReply {
 			if tr.ID == 5 {
 				snapshots5.Add(1)
 			}
@@ -431,7 +432,7 @@ func TestPeriodicCheckpointsCompleteWithMetadataLastAndRetention(t *testing.T) {
 
 func TestDeclinedCheckpointAborts(t *testing.T) {
 	h, st := startCP(t, wordcount(2, 2), periodic(20*time.Millisecond), func(c *Config, g *fakeGateway) {
-		g.onCheckpoint = func(d Deployment, tr checkpoint.Trigger, a *checkpoint.Ack) cpReply {
+		g.onCheckpoint = func(d control.Deployment, tr checkpoint.Trigger, a *checkpoint.Ack) cpReply {
 			if tr.ID == 1 && d.Chain[0].ID == 4 && d.Subtask == 1 {
 				return cpReply{decline: "blob store down"}
 			}
@@ -458,7 +459,7 @@ func TestCheckpointExpires(t *testing.T) {
 	cc := periodic(20 * time.Millisecond)
 	cc.Timeout = time.Second // ample for the tasks that do ack, on a loaded machine
 	h, st := startCP(t, wordcount(1, 2), cc, func(c *Config, g *fakeGateway) {
-		g.onCheckpoint = func(d Deployment, tr checkpoint.Trigger, a *checkpoint.Ack) cpReply {
+		g.onCheckpoint = func(d control.Deployment, tr checkpoint.Trigger, a *checkpoint.Ack) cpReply {
 			return cpReply{ignore: tr.ID == 1 && d.Chain[0].ID == 4 && d.Subtask == 1}
 		}
 	})
@@ -478,7 +479,7 @@ func TestTriggerFailureAbortsAndToleranceFailsTheJob(t *testing.T) {
 	cc.TolerableFailures = 1
 	h, _ := startCP(t, wordcount(1, 1), cc, func(c *Config, g *fakeGateway) {
 		c.Restart = RestartStrategy{Attempts: 1}
-		g.failTrigger = func(d Deployment, tr checkpoint.Trigger) error {
+		g.failTrigger = func(d control.Deployment, tr checkpoint.Trigger) error {
 			return rpcerr.Errorf(rpcerr.ErrUnavailable, "task manager unreachable")
 		}
 	})
@@ -498,13 +499,13 @@ func TestTriggerFailureAbortsAndToleranceFailsTheJob(t *testing.T) {
 }
 
 func TestRestartRestoresLatestCheckpointAndResumesSplits(t *testing.T) {
-	splits := []Split{{"in/a", 0, 100}, {"in/b", 0, 100}, {"in/c", 0, 50}}
+	splits := []checkpoint.Split{{Key: "in/a", Offset: 0, Length: 100}, {Key: "in/b", Offset: 0, Length: 100}, {Key: "in/c", Offset: 0, Length: 50}}
 	var once sync.Once
 	release := make(chan struct{})
 	h, st := startCP(t, wordcount(2, 2), periodic(20*time.Millisecond), func(c *Config, g *fakeGateway) {
-		c.Splits = map[int][]Split{1: splits}
+		c.Splits = map[int][]checkpoint.Split{1: splits}
 		c.Restart = RestartStrategy{Attempts: 1}
-		g.onCheckpoint = func(d Deployment, tr checkpoint.Trigger, a *checkpoint.Ack) cpReply {
+		g.onCheckpoint = func(d control.Deployment, tr checkpoint.Trigger, a *checkpoint.Ack) cpReply {
 			if d.Fencing.Attempt > 0 {
 				// 3 stays the restore point: a later one would subsume it
 				// before the test reads its metadata.
@@ -549,15 +550,15 @@ func TestRestartRestoresLatestCheckpointAndResumesSplits(t *testing.T) {
 			t.Fatalf("%s restores %+v, want %s", d.ExecutionID, d.Restore, want)
 		}
 	}
-	var src Deployment
+	var src control.Deployment
 	for _, d := range h.deploysOf(1) {
 		if d.Chain[0].ID == 1 && d.Subtask == 1 {
 			src = d
 		}
 	}
-	var got []Split
+	var got []checkpoint.Split
 	for {
-		s, done, err := h.jm.NextSplit(context.Background(), SplitRequest{Fencing: src.Fencing, ExecutionID: src.ExecutionID, VertexID: 1, Subtask: 1})
+		s, done, err := h.jm.NextSplit(context.Background(), control.SplitRequest{Fencing: src.Fencing, ExecutionID: src.ExecutionID, VertexID: 1, Subtask: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -568,13 +569,13 @@ func TestRestartRestoresLatestCheckpointAndResumesSplits(t *testing.T) {
 	}
 	// a was read; b is cut to its unread rest (from byte 40, the first
 	// unread line) and comes first; c is untouched.
-	if want := []Split{{"in/b", 40, 60}, {"in/c", 0, 50}}; fmt.Sprint(got) != fmt.Sprint(want) {
+	if want := []checkpoint.Split{{Key: "in/b", Offset: 40, Length: 60}, {Key: "in/c", Offset: 0, Length: 50}}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("splits after restore %v, want %v", got, want)
 	}
 	// The counter goes on: the next checkpoint of attempt 1 is 3.
 	h.checkpoint(t, 3, checkpoint.StatusCompleted)
 	m := readMeta(t, st, cpDir(3))
-	if fmt.Sprint(m.Sources[1]) != fmt.Sprint(toCheckpointSplits([]Split{{"in/b", 40, 60}, {"in/c", 0, 50}})) {
+	if fmt.Sprint(m.Sources[1]) != fmt.Sprint(toCheckpointSplits([]checkpoint.Split{{Key: "in/b", Offset: 40, Length: 60}, {Key: "in/c", Offset: 0, Length: 50}})) {
 		t.Fatalf("sources of checkpoint 3 (base is the restored splits) %v", m.Sources)
 	}
 }
@@ -600,7 +601,7 @@ func TestStartFromSavepointAtAnotherParallelism(t *testing.T) {
 	}
 	h := start(t, wordcount(1, 3), func(c *Config, g *fakeGateway, _ *fakePool) {
 		c.Blob, c.Restore = st, meta
-		c.Splits = map[int][]Split{1: {{"in/a", 0, 100}}}
+		c.Splits = map[int][]checkpoint.Split{1: {{Key: "in/a", Offset: 0, Length: 100}}}
 	})
 	testutil.Eventually(t, 10*time.Second, func() bool { return len(h.deploysOf(0)) == 4 }, "not deployed")
 	want := map[string][]checkpoint.StateHandle{
@@ -609,7 +610,7 @@ func TestStartFromSavepointAtAnotherParallelism(t *testing.T) {
 		"4/1": {h0, h1}, // 43..85
 		"4/2": {h1},     // 86..127
 	}
-	var src Deployment
+	var src control.Deployment
 	for _, d := range h.deploysOf(0) {
 		k := fmt.Sprintf("%d/%d", d.Chain[0].ID, d.Subtask)
 		if d.Restore == nil || d.Restore.CheckpointID != 7 || fmt.Sprint(d.Restore.States) != fmt.Sprint(want[k]) {
@@ -622,11 +623,11 @@ func TestStartFromSavepointAtAnotherParallelism(t *testing.T) {
 	if !st.exists(part.Final) || st.exists(part.Pending) {
 		t.Fatal("the savepoint's sink parts were not committed before the deployment")
 	}
-	s, done, err := h.jm.NextSplit(context.Background(), SplitRequest{Fencing: src.Fencing, ExecutionID: src.ExecutionID, VertexID: 1})
-	if err != nil || done || s != (Split{"in/z", 5, 10}) {
+	s, done, err := h.jm.NextSplit(context.Background(), control.SplitRequest{Fencing: src.Fencing, ExecutionID: src.ExecutionID, VertexID: 1})
+	if err != nil || done || s != (checkpoint.Split{Key: "in/z", Offset: 5, Length: 10}) {
 		t.Fatalf("first split %v %v %v: want the savepoint's", s, done, err)
 	}
-	if _, done, _ := h.jm.NextSplit(context.Background(), SplitRequest{Fencing: src.Fencing, ExecutionID: src.ExecutionID, VertexID: 1}); !done {
+	if _, done, _ := h.jm.NextSplit(context.Background(), control.SplitRequest{Fencing: src.Fencing, ExecutionID: src.ExecutionID, VertexID: 1}); !done {
 		t.Fatal("more splits than the savepoint had left")
 	}
 }
@@ -682,7 +683,7 @@ func sinkPart(subtask, seq int) checkpoint.SinkPart {
 func TestSinkPartsCommittedAfterCheckpointAndWhenFinished(t *testing.T) {
 	cc := periodic(20 * time.Millisecond)
 	h, st := startCP(t, fileSinkJob(), cc, func(c *Config, g *fakeGateway) {
-		g.onCheckpoint = func(d Deployment, tr checkpoint.Trigger, a *checkpoint.Ack) cpReply {
+		g.onCheckpoint = func(d control.Deployment, tr checkpoint.Trigger, a *checkpoint.Ack) cpReply {
 			if tr.ID > 1 {
 				return cpReply{ignore: true} // in progress until the tasks finish
 			}
@@ -712,7 +713,7 @@ func TestSinkPartsCommittedAfterCheckpointAndWhenFinished(t *testing.T) {
 	for _, d := range h.deploysOf(0) {
 		p := sinkPart(d.Subtask, 2)
 		st.write(t, p.Pending, "final")
-		err := h.jm.UpdateTaskState(context.Background(), TaskUpdate{Fencing: d.Fencing, ExecutionID: d.ExecutionID, State: ExecFinished, SinkParts: []checkpoint.SinkPart{p}})
+		err := h.jm.UpdateTaskState(context.Background(), control.TaskUpdate{Fencing: d.Fencing, ExecutionID: d.ExecutionID, State: ExecFinished, SinkParts: []checkpoint.SinkPart{p}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -735,7 +736,7 @@ func TestFinalCommitRetriesThenCancelFails(t *testing.T) {
 	h.allRunning(t)
 	st.down.Store(true)
 	for _, d := range h.deploysOf(0) {
-		err := h.jm.UpdateTaskState(context.Background(), TaskUpdate{Fencing: d.Fencing, ExecutionID: d.ExecutionID, State: ExecFinished, SinkParts: []checkpoint.SinkPart{sinkPart(d.Subtask, 1)}})
+		err := h.jm.UpdateTaskState(context.Background(), control.TaskUpdate{Fencing: d.Fencing, ExecutionID: d.ExecutionID, State: ExecFinished, SinkParts: []checkpoint.SinkPart{sinkPart(d.Subtask, 1)}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -847,7 +848,7 @@ func TestStopWithSavepointEndsFinished(t *testing.T) {
 
 func TestSavepointAbortsAndStoppingJobKeepsRunning(t *testing.T) {
 	h, _ := startCP(t, wordcount(1, 1), checkpoint.Config{}, func(c *Config, g *fakeGateway) {
-		g.onCheckpoint = func(d Deployment, tr checkpoint.Trigger, a *checkpoint.Ack) cpReply {
+		g.onCheckpoint = func(d control.Deployment, tr checkpoint.Trigger, a *checkpoint.Ack) cpReply {
 			if tr.ID == 1 {
 				return cpReply{decline: "state upload failed"}
 			}
@@ -882,7 +883,7 @@ func TestSavepointNeedsARunningJobAndAStore(t *testing.T) {
 	release := make(chan struct{})
 	h2 := start(t, wordcount(1, 1), func(c *Config, g *fakeGateway, _ *fakePool) {
 		c.Blob = st
-		g.failDep = func(d Deployment) error {
+		g.failDep = func(d control.Deployment) error {
 			if d.Chain[0].ID == 1 {
 				<-release // a slow TaskManager: the source stays DEPLOYING
 			}
@@ -909,7 +910,7 @@ func TestCheckpointReportsAreFencedAndLateAcksCleanedUp(t *testing.T) {
 	srcStored := make(chan struct{})
 	var once sync.Once
 	h, st := startCP(t, wordcount(1, 1), checkpoint.Config{}, func(c *Config, g *fakeGateway) {
-		g.onCheckpoint = func(d Deployment, tr checkpoint.Trigger, a *checkpoint.Ack) cpReply {
+		g.onCheckpoint = func(d control.Deployment, tr checkpoint.Trigger, a *checkpoint.Ack) cpReply {
 			if tr.ID == 1 {
 				if d.Chain[0].ID == 4 {
 					<-srcStored
@@ -930,7 +931,7 @@ func TestCheckpointReportsAreFencedAndLateAcksCleanedUp(t *testing.T) {
 	key := cpDir(1) + checkpoint.StateObject(chainIDs(d), 0)
 	st.write(t, key, "late")
 	ack := checkpoint.Ack{ExecutionID: d.ExecutionID, CheckpointID: 1, State: &checkpoint.StateHandle{Key: key, KeyGroupEnd: 127}}
-	for _, f := range []FencingToken{{"s1", "j1", 7}, {"other", "j1", 0}} {
+	for _, f := range []control.FencingToken{{LeaderSession: "s1", JobID: "j1", Attempt: 7}, {LeaderSession: "other", JobID: "j1", Attempt: 0}} {
 		if err := h.jm.AcknowledgeCheckpoint(ctx, f, ack); !errors.Is(err, rpcerr.ErrStaleFencingToken) {
 			t.Fatalf("ack with %+v: %v", f, err)
 		}
@@ -970,7 +971,7 @@ func TestCheckpointReportsAreFencedAndLateAcksCleanedUp(t *testing.T) {
 
 func TestFinishedTaskAbortsCheckpointAndStopsThePeriodicSchedule(t *testing.T) {
 	h, _ := startCP(t, wordcount(1, 1), periodic(10*time.Millisecond), func(c *Config, g *fakeGateway) {
-		g.onCheckpoint = func(d Deployment, tr checkpoint.Trigger, a *checkpoint.Ack) cpReply {
+		g.onCheckpoint = func(d control.Deployment, tr checkpoint.Trigger, a *checkpoint.Ack) cpReply {
 			return cpReply{ignore: d.Chain[0].ID == 4 && tr.ID == 2}
 		}
 	})
@@ -998,7 +999,7 @@ func TestTriggerRaceWithAFinishingSourceIsNoFailure(t *testing.T) {
 	cc := periodic(10 * time.Millisecond)
 	cc.TolerableFailures = 0
 	h, _ := startCP(t, wordcount(1, 1), cc, func(c *Config, g *fakeGateway) {
-		g.failTrigger = func(d Deployment, tr checkpoint.Trigger) error {
+		g.failTrigger = func(d control.Deployment, tr checkpoint.Trigger) error {
 			if tr.ID == 1 {
 				return rpcerr.Errorf(rpcerr.ErrFailedPrecondition, "task %s is not running", d.ExecutionID)
 			}
@@ -1017,7 +1018,7 @@ func TestMaxConcurrentCheckpoints(t *testing.T) {
 	cc.MaxConcurrent = 2
 	cc.Timeout = 300 * time.Millisecond
 	h, _ := startCP(t, wordcount(1, 1), cc, func(c *Config, g *fakeGateway) {
-		g.onCheckpoint = func(d Deployment, tr checkpoint.Trigger, a *checkpoint.Ack) cpReply {
+		g.onCheckpoint = func(d control.Deployment, tr checkpoint.Trigger, a *checkpoint.Ack) cpReply {
 			return cpReply{ignore: true}
 		}
 	})

@@ -11,7 +11,9 @@
 // cancel, savepoint requests, the results of its own RPCs, blob work and
 // timers) reaches it as an event on one channel, so the state machine has
 // no locks. Blob IO never runs on that goroutine. Readers get a snapshot
-// published after every event. It must not import idl/kitex_gen.
+// published after every event. It speaks to TaskManagers in the vocabulary
+// of internal/control and internal/checkpoint, through TaskExecutorGateway;
+// it must not import idl/kitex_gen or Kitex (jm/rpc adapts it).
 //
 // # Job states
 //
@@ -77,6 +79,7 @@ import (
 
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/internal/checkpoint"
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/keygroup"
 	"github.com/sluicehq/sluice/internal/rpcerr"
@@ -103,7 +106,7 @@ type Config struct {
 	// JobConfig is passed to every task.
 	JobConfig map[string]string
 	// Splits are the input splits of each text source, by vertex id.
-	Splits  map[int][]Split
+	Splits  map[int][]checkpoint.Split
 	Restart RestartStrategy
 	// LeaderSession goes into every fencing token.
 	LeaderSession string
@@ -116,7 +119,7 @@ type Config struct {
 	// RPCTimeout bounds each call to a TaskManager.
 	RPCTimeout time.Duration
 	// Limits go with every deployment (the tenant's sandbox quotas).
-	Limits TaskLimits
+	Limits control.TaskLimits
 	Logger *slog.Logger
 	// Now is the clock for timestamps; nil means time.Now.
 	Now func() time.Time
@@ -186,7 +189,7 @@ type JobMaster struct {
 	// restore is the attempt's restore point (nil: from scratch), base the
 	// splits of each text source the attempt starts with.
 	restore *checkpoint.Metadata
-	base    map[int][]Split
+	base    map[int][]checkpoint.Split
 	// awaitWrites: the attempt's restore preparation waits for checkpoint
 	// metadata being written (it may become the restore point).
 	awaitWrites bool
@@ -224,11 +227,11 @@ type (
 		skipped bool // the attempt ended before the call was made
 	}
 	evUpdate struct {
-		u     TaskUpdate
+		u     control.TaskUpdate
 		reply chan error
 	}
 	evSplit struct {
-		r     SplitRequest
+		r     control.SplitRequest
 		reply chan splitReply
 	}
 	evLost struct {
@@ -245,7 +248,7 @@ type (
 )
 
 type splitReply struct {
-	split Split
+	split checkpoint.Split
 	done  bool
 	err   error
 }
@@ -458,7 +461,7 @@ func (jm *JobMaster) Cancel(ctx context.Context) error {
 //   - ErrStaleFencingToken: the report is from another attempt or session.
 //   - ErrNotFound: no such execution in this attempt.
 //   - ErrFailedPrecondition: the job has ended.
-func (jm *JobMaster) UpdateTaskState(ctx context.Context, u TaskUpdate) error {
+func (jm *JobMaster) UpdateTaskState(ctx context.Context, u control.TaskUpdate) error {
 	return jm.ask(ctx, func(reply chan error) any { return evUpdate{u: u, reply: reply} })
 }
 
@@ -484,16 +487,16 @@ func (jm *JobMaster) ask(ctx context.Context, ev func(reply chan error) any) err
 //
 // As UpdateTaskState; ErrInvalidArgument when the vertex is not a text
 // source of the execution's task.
-func (jm *JobMaster) NextSplit(ctx context.Context, r SplitRequest) (Split, bool, error) {
+func (jm *JobMaster) NextSplit(ctx context.Context, r control.SplitRequest) (checkpoint.Split, bool, error) {
 	reply := make(chan splitReply, 1)
 	if !jm.send(evSplit{r: r, reply: reply}) {
-		return Split{}, false, jm.endedError()
+		return checkpoint.Split{}, false, jm.endedError()
 	}
 	select {
 	case rep := <-reply:
 		return rep.split, rep.done, rep.err
 	case <-ctx.Done():
-		return Split{}, false, ctx.Err()
+		return checkpoint.Split{}, false, ctx.Err()
 	}
 }
 
@@ -569,7 +572,7 @@ func (jm *JobMaster) startAttempt() {
 
 func (jm *JobMaster) setRestorePoint() {
 	jm.restore = jm.cp.Latest()
-	jm.base = map[int][]Split{}
+	jm.base = map[int][]checkpoint.Split{}
 	for _, t := range jm.tasks {
 		v, ok := t.textSource()
 		if !ok {
@@ -647,8 +650,8 @@ func (jm *JobMaster) setState(s JobState) {
 	}
 }
 
-func (jm *JobMaster) fencing() FencingToken {
-	return FencingToken{LeaderSession: jm.cfg.LeaderSession, JobID: jm.cfg.JobID, Attempt: jm.attempt}
+func (jm *JobMaster) fencing() control.FencingToken {
+	return control.FencingToken{LeaderSession: jm.cfg.LeaderSession, JobID: jm.cfg.JobID, Attempt: jm.attempt}
 }
 
 // goBG runs f on its own goroutine, counted for Close.
@@ -730,7 +733,7 @@ func (jm *JobMaster) onSlots(ev evSlots) {
 	jm.checkpointEvent(checkpointing.Deployed{Tasks: jm.cpTasks(), Splits: splits})
 	// Consumers before producers: a producer's channels then find their
 	// consumer's inputs registered (the exchange also retries, bounded).
-	var order []Deployment
+	var order []control.Deployment
 	var addrs []string
 	for ti := len(jm.tasks) - 1; ti >= 0; ti-- {
 		for _, x := range jm.execs {
@@ -756,9 +759,9 @@ func (jm *JobMaster) onSlots(ev evSlots) {
 }
 
 // deployment builds what x's TaskManager needs.
-func (jm *JobMaster) deployment(x *execution) Deployment {
+func (jm *JobMaster) deployment(x *execution) control.Deployment {
 	t := x.task
-	d := Deployment{
+	d := control.Deployment{
 		Fencing:          jm.fencing(),
 		ExecutionID:      x.id,
 		JobID:            jm.cfg.JobID,
@@ -779,14 +782,14 @@ func (jm *JobMaster) deployment(x *execution) Deployment {
 		d.Restore = checkpoint.RestoreFor(jm.restore, vertexIDs(t), start, end)
 	}
 	for _, in := range t.inputs {
-		d.Inputs = append(d.Inputs, InputSpec{ResultID: resultID(jm.cfg.JobID, jm.attempt, in.edge), Producers: producersPerConsumer(in)})
+		d.Inputs = append(d.Inputs, control.InputSpec{ResultID: resultID(jm.cfg.JobID, jm.attempt, in.edge), Producers: producersPerConsumer(in)})
 	}
 	for _, out := range t.outputs {
 		targets := make([]string, out.consumer.parallelism)
 		for i := range targets {
 			targets[i] = jm.slots[i].DataAddress // consumer subtask i runs in slot i
 		}
-		d.Outputs = append(d.Outputs, OutputSpec{ResultID: resultID(jm.cfg.JobID, jm.attempt, out.edge), Partitioner: out.edge.Partitioner, Targets: targets})
+		d.Outputs = append(d.Outputs, control.OutputSpec{ResultID: resultID(jm.cfg.JobID, jm.attempt, out.edge), Partitioner: out.edge.Partitioner, Targets: targets})
 	}
 	return d
 }
@@ -814,7 +817,7 @@ func (jm *JobMaster) onDeployed(ev evDeployed) {
 	jm.settle()
 }
 
-func (jm *JobMaster) checkFencing(f FencingToken) error {
+func (jm *JobMaster) checkFencing(f control.FencingToken) error {
 	if f.JobID != jm.cfg.JobID || f.LeaderSession != jm.cfg.LeaderSession {
 		return rpcerr.Errorf(rpcerr.ErrStaleFencingToken, "fencing token of job %s session %q does not match job %s session %q", f.JobID, f.LeaderSession, jm.cfg.JobID, jm.cfg.LeaderSession)
 	}
@@ -824,7 +827,7 @@ func (jm *JobMaster) checkFencing(f FencingToken) error {
 	return nil
 }
 
-func (jm *JobMaster) onUpdate(u TaskUpdate) error {
+func (jm *JobMaster) onUpdate(u control.TaskUpdate) error {
 	if err := jm.checkFencing(u.Fencing); err != nil {
 		return err
 	}
@@ -1150,7 +1153,7 @@ func (jm *JobMaster) suspend() {
 	jm.setState(Suspended)
 }
 
-func (jm *JobMaster) onSplit(r SplitRequest) splitReply {
+func (jm *JobMaster) onSplit(r control.SplitRequest) splitReply {
 	if err := jm.checkFencing(r.Fencing); err != nil {
 		return splitReply{err: err}
 	}

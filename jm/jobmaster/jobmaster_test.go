@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/internal/checkpoint"
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/internal/testutil"
@@ -31,30 +32,30 @@ type fakeGateway struct {
 	jm func() *JobMaster
 
 	mu        sync.Mutex
-	deploys   []Deployment
+	deploys   []control.Deployment
 	cancels   []string
 	frees     []string
-	failDep   func(d Deployment) error // non-nil error fails that deploy
-	onRunning func(d Deployment)       // what the task does once RUNNING; nil: nothing
-	ignoreCxl bool                     // the TaskManager never confirms cancels
+	failDep   func(d control.Deployment) error // non-nil error fails that deploy
+	onRunning func(d control.Deployment)       // what the task does once RUNNING; nil: nothing
+	ignoreCxl bool                             // the TaskManager never confirms cancels
 	wg        sync.WaitGroup
 
 	// Checkpoints (see checkpoint_test.go).
 	triggers     []triggerCall
 	notifies     []notifyCall
-	failTrigger  func(d Deployment, tr checkpoint.Trigger) error // non-nil error fails that trigger RPC
-	store        blob.Store                                      // set: the tasks take checkpoints into it
-	onCheckpoint func(d Deployment, tr checkpoint.Trigger, a *checkpoint.Ack) cpReply
+	failTrigger  func(d control.Deployment, tr checkpoint.Trigger) error // non-nil error fails that trigger RPC
+	store        blob.Store                                              // set: the tasks take checkpoints into it
+	onCheckpoint func(d control.Deployment, tr checkpoint.Trigger, a *checkpoint.Ack) cpReply
 	seen         map[[2]int64]int // (attempt, checkpoint) → source triggers seen
 }
 
-func (g *fakeGateway) report(d Deployment, state, failure string, collected [][]byte, acc map[string]int64) error {
-	return g.jm().UpdateTaskState(context.Background(), TaskUpdate{
+func (g *fakeGateway) report(d control.Deployment, state, failure string, collected [][]byte, acc map[string]int64) error {
+	return g.jm().UpdateTaskState(context.Background(), control.TaskUpdate{
 		Fencing: d.Fencing, ExecutionID: d.ExecutionID, State: state, Failure: failure, Collected: collected, Accumulators: acc,
 	})
 }
 
-func (g *fakeGateway) DeployTask(ctx context.Context, addr string, d Deployment) error {
+func (g *fakeGateway) DeployTask(ctx context.Context, addr string, d control.Deployment) error {
 	g.mu.Lock()
 	g.deploys = append(g.deploys, d)
 	fail, run := g.failDep, g.onRunning
@@ -79,7 +80,7 @@ func (g *fakeGateway) DeployTask(ctx context.Context, addr string, d Deployment)
 	return nil
 }
 
-func (g *fakeGateway) CancelTask(ctx context.Context, addr string, f FencingToken, id string) error {
+func (g *fakeGateway) CancelTask(ctx context.Context, addr string, f control.FencingToken, id string) error {
 	g.mu.Lock()
 	g.cancels = append(g.cancels, id)
 	ignore := g.ignoreCxl
@@ -88,7 +89,7 @@ func (g *fakeGateway) CancelTask(ctx context.Context, addr string, f FencingToke
 		g.wg.Add(1)
 		go func() {
 			defer g.wg.Done()
-			g.jm().UpdateTaskState(context.Background(), TaskUpdate{Fencing: f, ExecutionID: id, State: ExecCanceled})
+			g.jm().UpdateTaskState(context.Background(), control.TaskUpdate{Fencing: f, ExecutionID: id, State: ExecCanceled})
 		}()
 	}
 	return nil
@@ -101,7 +102,7 @@ func (g *fakeGateway) FreeSlot(ctx context.Context, addr, alloc string) error {
 	return nil
 }
 
-func (g *fakeGateway) snapshot() (deploys []Deployment, cancels, frees []string) {
+func (g *fakeGateway) snapshot() (deploys []control.Deployment, cancels, frees []string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return slices.Clone(g.deploys), slices.Clone(g.cancels), slices.Clone(g.frees)
@@ -226,8 +227,8 @@ func (h *harness) wait(t *testing.T, want JobState) Result {
 }
 
 // finishAll makes every task report FINISHED once RUNNING, the sinks with a record each.
-func finishAll(g *fakeGateway) func(d Deployment) {
-	return func(d Deployment) {
+func finishAll(g *fakeGateway) func(d control.Deployment) {
+	return func(d control.Deployment) {
 		var rec [][]byte
 		if d.Chain[len(d.Chain)-1].Connector == jobgraph.ConnectorCollect {
 			rec = [][]byte{fmt.Appendf(nil, "rec-%d", d.Subtask)}
@@ -253,7 +254,7 @@ func TestDeploysChainsAndChannelsThenFinishes(t *testing.T) {
 		if d.Chain[0].ID != wantHead {
 			t.Fatalf("deployment %d heads with vertex %d, want %d", i, d.Chain[0].ID, wantHead)
 		}
-		if d.Fencing != (FencingToken{"s1", "j1", 0}) || d.JobMasterAddress != "jm:1" || d.Tenant != "default" ||
+		if d.Fencing != (control.FencingToken{LeaderSession: "s1", JobID: "j1", Attempt: 0}) || d.JobMasterAddress != "jm:1" || d.Tenant != "default" ||
 			d.ModuleDigest != "sha256-00" || d.MaxParallelism != 128 || d.Config["k"] != "v" || d.Args[0] != "a" {
 			t.Fatalf("deployment %d: %+v", i, d)
 		}
@@ -336,7 +337,7 @@ func TestCancelCancelsEveryTaskAndFreesEverySlot(t *testing.T) {
 	if err := h.jm.Cancel(context.Background()); err != nil {
 		t.Fatalf("cancel after the end: %v", err)
 	}
-	err := h.jm.UpdateTaskState(context.Background(), TaskUpdate{Fencing: deps[0].Fencing, ExecutionID: deps[0].ExecutionID, State: ExecRunning})
+	err := h.jm.UpdateTaskState(context.Background(), control.TaskUpdate{Fencing: deps[0].Fencing, ExecutionID: deps[0].ExecutionID, State: ExecRunning})
 	if !errors.Is(err, rpcerr.ErrFailedPrecondition) {
 		t.Fatalf("report after the end: %v", err)
 	}
@@ -359,7 +360,7 @@ func TestRestartsWithFixedDelayThenFails(t *testing.T) {
 	var failedAt []time.Time
 	h := start(t, wordcount(1, 1), func(c *Config, g *fakeGateway, _ *fakePool) {
 		c.Restart = RestartStrategy{Attempts: 2, Delay: delay}
-		g.onRunning = func(d Deployment) {
+		g.onRunning = func(d control.Deployment) {
 			if d.Chain[0].ID == 1 {
 				mu.Lock()
 				failedAt = append(failedAt, time.Now())
@@ -395,7 +396,7 @@ func TestRestartsWithFixedDelayThenFails(t *testing.T) {
 	}
 	mu.Unlock()
 	// A report of an old attempt is refused.
-	err := h.jm.UpdateTaskState(context.Background(), TaskUpdate{Fencing: deps[0].Fencing, ExecutionID: deps[0].ExecutionID, State: ExecRunning})
+	err := h.jm.UpdateTaskState(context.Background(), control.TaskUpdate{Fencing: deps[0].Fencing, ExecutionID: deps[0].ExecutionID, State: ExecRunning})
 	if err == nil {
 		t.Fatal("stale report accepted")
 	}
@@ -406,7 +407,7 @@ func TestRestartThenFinishKeepsOnlyTheLastAttempt(t *testing.T) {
 	h := start(t, wordcount(1, 1), func(c *Config, g *fakeGateway, _ *fakePool) {
 		c.Restart = RestartStrategy{Attempts: 3}
 		fin := finishAll(g)
-		g.onRunning = func(d Deployment) {
+		g.onRunning = func(d control.Deployment) {
 			if d.Fencing.Attempt == 0 && d.Chain[0].ID == 4 {
 				// The sink finishes in attempt 0 but the source fails: its
 				// records must not reach the result.
@@ -434,17 +435,17 @@ func TestStaleFencingAndUnknownExecution(t *testing.T) {
 	testutil.Eventually(t, 5*time.Second, func() bool { d, _, _ := h.gw.snapshot(); return len(d) == 2 })
 	deps, _, _ := h.gw.snapshot()
 	ctx := context.Background()
-	for _, f := range []FencingToken{{"s1", "j1", 7}, {"other-session", "j1", 0}, {"s1", "j2", 0}} {
-		err := h.jm.UpdateTaskState(ctx, TaskUpdate{Fencing: f, ExecutionID: deps[0].ExecutionID, State: ExecFailed})
+	for _, f := range []control.FencingToken{{LeaderSession: "s1", JobID: "j1", Attempt: 7}, {LeaderSession: "other-session", JobID: "j1", Attempt: 0}, {LeaderSession: "s1", JobID: "j2", Attempt: 0}} {
+		err := h.jm.UpdateTaskState(ctx, control.TaskUpdate{Fencing: f, ExecutionID: deps[0].ExecutionID, State: ExecFailed})
 		if !errors.Is(err, rpcerr.ErrStaleFencingToken) {
 			t.Fatalf("%+v: %v", f, err)
 		}
 	}
-	err := h.jm.UpdateTaskState(ctx, TaskUpdate{Fencing: deps[0].Fencing, ExecutionID: "nope", State: ExecRunning})
+	err := h.jm.UpdateTaskState(ctx, control.TaskUpdate{Fencing: deps[0].Fencing, ExecutionID: "nope", State: ExecRunning})
 	if !errors.Is(err, rpcerr.ErrNotFound) {
 		t.Fatalf("unknown execution: %v", err)
 	}
-	err = h.jm.UpdateTaskState(ctx, TaskUpdate{Fencing: deps[0].Fencing, ExecutionID: deps[0].ExecutionID, State: "EXPLODED"})
+	err = h.jm.UpdateTaskState(ctx, control.TaskUpdate{Fencing: deps[0].Fencing, ExecutionID: deps[0].ExecutionID, State: "EXPLODED"})
 	if !errors.Is(err, rpcerr.ErrInvalidArgument) {
 		t.Fatalf("bad state: %v", err)
 	}
@@ -491,7 +492,7 @@ func TestTaskManagerLossTriggersRestart(t *testing.T) {
 func TestDeployFailureRestartsThenFails(t *testing.T) {
 	h := start(t, wordcount(1, 1), func(c *Config, g *fakeGateway, _ *fakePool) {
 		c.Restart = RestartStrategy{Attempts: 1}
-		g.failDep = func(d Deployment) error {
+		g.failDep = func(d control.Deployment) error {
 			if d.Chain[0].ID == 1 {
 				return rpcerr.Errorf(rpcerr.ErrResourceExhausted, "no free slot")
 			}
@@ -514,7 +515,7 @@ func TestDeployFailureRestartsThenFails(t *testing.T) {
 // so the restart does not get that TaskManager's slots again.
 func TestUnreachableTaskManagerIsReported(t *testing.T) {
 	h := start(t, wordcount(2, 2), func(c *Config, g *fakeGateway, _ *fakePool) {
-		g.failDep = func(d Deployment) error {
+		g.failDep = func(d control.Deployment) error {
 			if strings.HasPrefix(d.AllocationID, "alloc-tm1") {
 				return rpcerr.Errorf(rpcerr.ErrUnreachable, "rpc: dial tcp 127.0.0.1:1: connection refused")
 			}
@@ -547,20 +548,20 @@ func TestNoSlotsFailsTheJob(t *testing.T) {
 }
 
 func TestSplitsInOrderAndResetOnRestart(t *testing.T) {
-	splits := []Split{{"k/a", 0, 4}, {"k/a", 4, 4}, {"k/b", 0, 3}}
+	splits := []checkpoint.Split{{Key: "k/a", Offset: 0, Length: 4}, {Key: "k/a", Offset: 4, Length: 4}, {Key: "k/b", Offset: 0, Length: 3}}
 	h := start(t, wordcount(2, 1), func(c *Config, g *fakeGateway, _ *fakePool) {
-		c.Splits = map[int][]Split{1: splits}
+		c.Splits = map[int][]checkpoint.Split{1: splits}
 		c.Restart = RestartStrategy{Attempts: 1}
 	})
 	testutil.Eventually(t, 5*time.Second, func() bool { d, _, _ := h.gw.snapshot(); return len(d) == 3 })
 	deps, _, _ := h.gw.snapshot()
 	src0, src1 := deps[1], deps[2]
 	ctx := context.Background()
-	ask := func(d Deployment) (Split, bool, error) {
-		return h.jm.NextSplit(ctx, SplitRequest{Fencing: d.Fencing, ExecutionID: d.ExecutionID, VertexID: 1, Subtask: d.Subtask})
+	ask := func(d control.Deployment) (checkpoint.Split, bool, error) {
+		return h.jm.NextSplit(ctx, control.SplitRequest{Fencing: d.Fencing, ExecutionID: d.ExecutionID, VertexID: 1, Subtask: d.Subtask})
 	}
-	var got []Split
-	for _, d := range []Deployment{src0, src0, src1} {
+	var got []checkpoint.Split
+	for _, d := range []control.Deployment{src0, src0, src1} {
 		s, done, err := ask(d)
 		if err != nil || done {
 			t.Fatalf("%v %v", done, err)
@@ -570,15 +571,15 @@ func TestSplitsInOrderAndResetOnRestart(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(splits) {
 		t.Fatalf("splits %v", got)
 	}
-	for _, d := range []Deployment{src0, src1} {
+	for _, d := range []control.Deployment{src0, src1} {
 		if _, done, err := ask(d); !done || err != nil {
 			t.Fatalf("after the last split: done %v err %v", done, err)
 		}
 	}
-	if _, _, err := h.jm.NextSplit(ctx, SplitRequest{Fencing: src0.Fencing, ExecutionID: src0.ExecutionID, VertexID: 2}); !errors.Is(err, rpcerr.ErrInvalidArgument) {
+	if _, _, err := h.jm.NextSplit(ctx, control.SplitRequest{Fencing: src0.Fencing, ExecutionID: src0.ExecutionID, VertexID: 2}); !errors.Is(err, rpcerr.ErrInvalidArgument) {
 		t.Fatalf("non-source vertex: %v", err)
 	}
-	if _, _, err := h.jm.NextSplit(ctx, SplitRequest{Fencing: src0.Fencing, ExecutionID: deps[0].ExecutionID, VertexID: 1}); !errors.Is(err, rpcerr.ErrInvalidArgument) {
+	if _, _, err := h.jm.NextSplit(ctx, control.SplitRequest{Fencing: src0.Fencing, ExecutionID: deps[0].ExecutionID, VertexID: 1}); !errors.Is(err, rpcerr.ErrInvalidArgument) {
 		t.Fatalf("execution of another task: %v", err)
 	}
 
@@ -610,7 +611,7 @@ func TestCloseSuspendsAndFreesSlots(t *testing.T) {
 func TestCancelWhileRestarting(t *testing.T) {
 	h := start(t, wordcount(1, 1), func(c *Config, g *fakeGateway, _ *fakePool) {
 		c.Restart = RestartStrategy{Attempts: 1, Delay: time.Hour}
-		g.onRunning = func(d Deployment) { g.report(d, ExecFailed, "boom", nil, nil) }
+		g.onRunning = func(d control.Deployment) { g.report(d, ExecFailed, "boom", nil, nil) }
 	})
 	testutil.Eventually(t, 5*time.Second, func() bool { return h.jm.Details().State == Restarting })
 	h.jm.Cancel(context.Background())

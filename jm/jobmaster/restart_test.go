@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 )
 
@@ -159,7 +160,7 @@ func TestParseRestartStrategies(t *testing.T) {
 func TestFailureRateGivesUpWithItsName(t *testing.T) {
 	h := start(t, wordcount(1, 1), func(c *Config, g *fakeGateway, _ *fakePool) {
 		c.Restart = RestartStrategy{Kind: RestartFailureRate, MaxFailuresPerInterval: 2, FailureRateInterval: time.Hour}
-		g.onRunning = func(d Deployment) {
+		g.onRunning = func(d control.Deployment) {
 			if d.Chain[0].ID == 1 {
 				g.report(d, ExecFailed, "boom", nil, nil)
 			}
@@ -175,7 +176,7 @@ func TestExponentialDelayRestartsTheJob(t *testing.T) {
 	h := start(t, wordcount(1, 1), func(c *Config, g *fakeGateway, _ *fakePool) {
 		c.Restart = RestartStrategy{Kind: RestartExponentialDelay, InitialBackoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond, AttemptsBeforeReset: 3}
 		fin := finishAll(g)
-		g.onRunning = func(d Deployment) {
+		g.onRunning = func(d control.Deployment) {
 			if d.Fencing.Attempt < 3 && d.Chain[0].ID == 1 {
 				g.report(d, ExecFailed, "boom", nil, nil)
 				return

@@ -1,81 +1,16 @@
 package rpc
 
 import (
-	"encoding/json"
-	"fmt"
 	"maps"
 	"time"
 
-	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/common"
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/dispatcher"
-	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/jobmaster"
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/resourcemanager"
-	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/taskexecutor"
 	"github.com/sluicehq/sluice/internal/checkpoint"
-	"github.com/sluicehq/sluice/internal/cpwire"
-	"github.com/sluicehq/sluice/internal/jobgraph"
 	dsp "github.com/sluicehq/sluice/jm/dispatcher"
 	jmd "github.com/sluicehq/sluice/jm/jobmaster"
 	rmd "github.com/sluicehq/sluice/jm/resourcemanager"
 )
-
-// partitioners are the wire numbers of ChannelSpec.partitioner, by index.
-var partitioners = [...]jobgraph.Partitioner{jobgraph.Forward, jobgraph.Hash, jobgraph.Rebalance, jobgraph.Broadcast}
-
-func partitionerToWire(p jobgraph.Partitioner) (int32, error) {
-	for i, q := range partitioners {
-		if q == p {
-			return int32(i), nil
-		}
-	}
-	return -1, fmt.Errorf("unknown partitioner %q", p)
-}
-
-func fencingToWire(f jmd.FencingToken) *common.FencingToken {
-	return &common.FencingToken{LeaderSession: f.LeaderSession, JobId: f.JobID, Attempt: f.Attempt}
-}
-
-func fencingFromWire(f *common.FencingToken) jmd.FencingToken {
-	return jmd.FencingToken{LeaderSession: f.GetLeaderSession(), JobID: f.GetJobId(), Attempt: f.GetAttempt()}
-}
-
-func deploymentToWire(d jmd.Deployment) (*taskexecutor.TaskDeployment, error) {
-	chain, err := json.Marshal(d.Chain)
-	if err != nil {
-		return nil, fmt.Errorf("encode chain: %w", err)
-	}
-	w := &taskexecutor.TaskDeployment{
-		Fencing:          fencingToWire(d.Fencing),
-		ExecutionId:      d.ExecutionID,
-		JobId:            d.JobID,
-		Tenant:           d.Tenant,
-		ModuleDigest:     d.ModuleDigest,
-		Args_:            d.Args,
-		Chain:            chain,
-		Subtask:          int32(d.Subtask),
-		Parallelism:      int32(d.Parallelism),
-		MaxParallelism:   int32(d.MaxParallelism),
-		AllocationId:     d.AllocationID,
-		JobmasterAddress: d.JobMasterAddress,
-		Config:           d.Config,
-		Restore:          cpwire.RestoreToWire(d.Restore),
-	}
-	if l := d.Limits; l.MemoryBytes > 0 || l.CallTimeout > 0 || l.StateBytes > 0 {
-		mem, call, state := l.MemoryBytes, l.CallTimeout.Milliseconds(), l.StateBytes
-		w.MemoryLimitBytes, w.CallTimeoutMs, w.MaxStateBytes = &mem, &call, &state
-	}
-	for _, in := range d.Inputs {
-		w.Inputs = append(w.Inputs, &taskexecutor.InputSpec{ResultId: in.ResultID, Producers: int32(in.Producers)})
-	}
-	for _, out := range d.Outputs {
-		p, err := partitionerToWire(out.Partitioner)
-		if err != nil {
-			return nil, err
-		}
-		w.Outputs = append(w.Outputs, &taskexecutor.ChannelSpec{Partitioner: p, Targets: out.Targets, ResultId: out.ResultID})
-	}
-	return w, nil
-}
 
 func slotsFromWire(ss []*resourcemanager.SlotStatus) []rmd.SlotStatus {
 	var out []rmd.SlotStatus
@@ -96,18 +31,6 @@ func registrationFromWire(r *resourcemanager.RegisterTaskManagerRequest) rmd.Reg
 		CPUCores:    int(r.GetCpuCores()),
 		MemoryBytes: r.GetMemoryBytes(),
 		SlotReport:  slotsFromWire(r.GetSlotReport()),
-	}
-}
-
-func updateFromWire(u *jobmaster.TaskStateUpdate) jmd.TaskUpdate {
-	return jmd.TaskUpdate{
-		Fencing:      fencingFromWire(u.GetFencing()),
-		ExecutionID:  u.GetExecutionId(),
-		State:        u.GetState(),
-		Failure:      u.GetFailure(),
-		Accumulators: u.GetAccumulators(),
-		Collected:    u.GetCollected(),
-		SinkParts:    cpwire.PartsFromWire(u.GetSinkParts()),
 	}
 }
 

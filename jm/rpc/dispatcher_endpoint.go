@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/dispatcher"
 	"github.com/sluicehq/sluice/internal/rpcerr"
+	"github.com/sluicehq/sluice/internal/rpcserver"
 	dsp "github.com/sluicehq/sluice/jm/dispatcher"
 )
 
@@ -21,14 +22,14 @@ var _ dispatcher.Dispatcher = (*DispatcherEndpoint)(nil)
 func (e *DispatcherEndpoint) UploadModule(ctx context.Context, req *dispatcher.UploadModuleRequest) (*dispatcher.UploadModuleResponse, error) {
 	tenant, err := e.Auth.Client(ctx)
 	if err != nil {
-		return nil, rpcerr.ToWire(err)
+		return nil, rpcserver.ToWire(err)
 	}
 	if req == nil {
-		return nil, rpcerr.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "upload module: no request"))
+		return nil, rpcserver.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "upload module: no request"))
 	}
 	digest, size, err := e.D.UploadModule(ctx, tenant, req.GetModule())
 	if err != nil {
-		return nil, rpcerr.ToWire(err)
+		return nil, rpcserver.ToWire(err)
 	}
 	return &dispatcher.UploadModuleResponse{Digest: digest, Size: size}, nil
 }
@@ -37,13 +38,13 @@ func (e *DispatcherEndpoint) UploadModule(ctx context.Context, req *dispatcher.U
 func (e *DispatcherEndpoint) SubmitJob(ctx context.Context, req *dispatcher.SubmitJobRequest) (*dispatcher.SubmitJobResponse, error) {
 	tenant, err := e.Auth.Client(ctx)
 	if err != nil {
-		return nil, rpcerr.ToWire(err)
+		return nil, rpcserver.ToWire(err)
 	}
 	if req == nil {
-		return nil, rpcerr.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "submit job: no request"))
+		return nil, rpcserver.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "submit job: no request"))
 	}
 	if err := checkSubmission(req); err != nil {
-		return nil, rpcerr.ToWire(err)
+		return nil, rpcserver.ToWire(err)
 	}
 	id, err := e.D.SubmitJob(ctx, tenant, dsp.Submission{
 		ModuleDigest:  req.GetModuleDigest(),
@@ -54,7 +55,7 @@ func (e *DispatcherEndpoint) SubmitJob(ctx context.Context, req *dispatcher.Subm
 		FromSavepoint: req.GetFromSavepoint(),
 	})
 	if err != nil {
-		return nil, rpcerr.ToWire(err)
+		return nil, rpcserver.ToWire(err)
 	}
 	return &dispatcher.SubmitJobResponse{JobId: id}, nil
 }
@@ -95,7 +96,7 @@ func checkSubmission(req *dispatcher.SubmitJobRequest) error {
 func (e *DispatcherEndpoint) ListJobs(ctx context.Context) (*dispatcher.ListJobsResponse, error) {
 	tenant, err := e.Auth.Client(ctx)
 	if err != nil {
-		return nil, rpcerr.ToWire(err)
+		return nil, rpcserver.ToWire(err)
 	}
 	resp := &dispatcher.ListJobsResponse{Jobs: []*dispatcher.JobSummary{}}
 	for _, d := range e.D.ListJobs(ctx, tenant) {
@@ -108,11 +109,11 @@ func (e *DispatcherEndpoint) ListJobs(ctx context.Context) (*dispatcher.ListJobs
 func (e *DispatcherEndpoint) GetJob(ctx context.Context, jobID string) (*dispatcher.JobDetails, error) {
 	tenant, err := e.Auth.Client(ctx)
 	if err != nil {
-		return nil, rpcerr.ToWire(err)
+		return nil, rpcserver.ToWire(err)
 	}
 	d, err := e.D.GetJob(ctx, tenant, jobID)
 	if err != nil {
-		return nil, rpcerr.ToWire(err)
+		return nil, rpcserver.ToWire(err)
 	}
 	return detailsToWire(d), nil
 }
@@ -121,23 +122,23 @@ func (e *DispatcherEndpoint) GetJob(ctx context.Context, jobID string) (*dispatc
 func (e *DispatcherEndpoint) CancelJob(ctx context.Context, jobID string) error {
 	tenant, err := e.Auth.Client(ctx)
 	if err != nil {
-		return rpcerr.ToWire(err)
+		return rpcserver.ToWire(err)
 	}
-	return rpcerr.ToWire(e.D.CancelJob(ctx, tenant, jobID))
+	return rpcserver.ToWire(e.D.CancelJob(ctx, tenant, jobID))
 }
 
 // WaitJob waits for a job to end, up to the request's timeout.
 func (e *DispatcherEndpoint) WaitJob(ctx context.Context, req *dispatcher.WaitJobRequest) (*dispatcher.JobResult_, error) {
 	tenant, err := e.Auth.Client(ctx)
 	if err != nil {
-		return nil, rpcerr.ToWire(err)
+		return nil, rpcserver.ToWire(err)
 	}
 	if req == nil || req.GetTimeoutMs() < 0 {
-		return nil, rpcerr.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "wait job: timeout_ms must be 0 or more"))
+		return nil, rpcserver.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "wait job: timeout_ms must be 0 or more"))
 	}
 	r, err := e.D.WaitJob(ctx, tenant, req.GetJobId(), time.Duration(req.GetTimeoutMs())*time.Millisecond)
 	if err != nil {
-		return nil, rpcerr.ToWire(err)
+		return nil, rpcserver.ToWire(err)
 	}
 	return resultToWire(r), nil
 }
@@ -146,7 +147,7 @@ func (e *DispatcherEndpoint) WaitJob(ctx context.Context, req *dispatcher.WaitJo
 func (e *DispatcherEndpoint) Overview(ctx context.Context) (*dispatcher.ClusterOverview, error) {
 	tenant, err := e.Auth.Client(ctx)
 	if err != nil {
-		return nil, rpcerr.ToWire(err)
+		return nil, rpcserver.ToWire(err)
 	}
 	o := overviewToWire(e.D.Overview(ctx, tenant))
 	o.Tenant = &tenant
@@ -158,14 +159,14 @@ func (e *DispatcherEndpoint) Overview(ctx context.Context) (*dispatcher.ClusterO
 func (e *DispatcherEndpoint) TriggerSavepoint(ctx context.Context, req *dispatcher.SavepointRequest) (*dispatcher.CheckpointInfo, error) {
 	tenant, err := e.Auth.Client(ctx)
 	if err != nil {
-		return nil, rpcerr.ToWire(err)
+		return nil, rpcserver.ToWire(err)
 	}
 	if req == nil {
-		return nil, rpcerr.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "savepoint: no request"))
+		return nil, rpcserver.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "savepoint: no request"))
 	}
 	st, err := e.D.TriggerSavepoint(ctx, tenant, req.GetJobId(), req.GetStop(), time.Duration(req.GetTimeoutMs())*time.Millisecond)
 	if err != nil {
-		return nil, rpcerr.ToWire(err)
+		return nil, rpcserver.ToWire(err)
 	}
 	return checkpointToWire(st), nil
 }
@@ -174,11 +175,11 @@ func (e *DispatcherEndpoint) TriggerSavepoint(ctx context.Context, req *dispatch
 func (e *DispatcherEndpoint) ListCheckpoints(ctx context.Context, jobID string) (*dispatcher.ListCheckpointsResponse, error) {
 	tenant, err := e.Auth.Client(ctx)
 	if err != nil {
-		return nil, rpcerr.ToWire(err)
+		return nil, rpcserver.ToWire(err)
 	}
 	cps, err := e.D.ListCheckpoints(ctx, tenant, jobID)
 	if err != nil {
-		return nil, rpcerr.ToWire(err)
+		return nil, rpcserver.ToWire(err)
 	}
 	w := &dispatcher.ListCheckpointsResponse{Checkpoints: []*dispatcher.CheckpointInfo{}}
 	for _, c := range cps {
@@ -191,7 +192,7 @@ func (e *DispatcherEndpoint) ListCheckpoints(ctx context.Context, jobID string) 
 func (e *DispatcherEndpoint) DisposeSavepoint(ctx context.Context, id string) error {
 	tenant, err := e.Auth.Client(ctx)
 	if err != nil {
-		return rpcerr.ToWire(err)
+		return rpcserver.ToWire(err)
 	}
-	return rpcerr.ToWire(e.D.DisposeSavepoint(ctx, tenant, id))
+	return rpcserver.ToWire(e.D.DisposeSavepoint(ctx, tenant, id))
 }

@@ -5,9 +5,9 @@ import (
 
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/common"
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/jobmaster"
-	"github.com/sluicehq/sluice/internal/checkpoint"
-	"github.com/sluicehq/sluice/internal/cpwire"
 	"github.com/sluicehq/sluice/internal/rpcerr"
+	"github.com/sluicehq/sluice/internal/rpcserver"
+	"github.com/sluicehq/sluice/internal/rpcwire"
 	dsp "github.com/sluicehq/sluice/jm/dispatcher"
 	jmd "github.com/sluicehq/sluice/jm/jobmaster"
 )
@@ -25,30 +25,22 @@ var _ jobmaster.JobMaster = (*JobMasterEndpoint)(nil)
 func (e *JobMasterEndpoint) UpdateTaskState(ctx context.Context, req *jobmaster.TaskStateUpdate) error {
 	jm, err := e.jobOf(ctx, "task state update", req.GetFencing(), req.GetExecutionId())
 	if err != nil {
-		return rpcerr.ToWire(err)
+		return rpcserver.ToWire(err)
 	}
-	return rpcerr.ToWire(jm.UpdateTaskState(ctx, updateFromWire(req)))
+	return rpcserver.ToWire(jm.UpdateTaskState(ctx, rpcwire.TaskUpdateFromWire(req)))
 }
 
 // RequestNextSplit hands out a source subtask's next input split.
 func (e *JobMasterEndpoint) RequestNextSplit(ctx context.Context, req *jobmaster.NextSplitRequest) (*jobmaster.NextSplitResponse, error) {
 	jm, err := e.jobOf(ctx, "next split", req.GetFencing(), req.GetExecutionId())
 	if err != nil {
-		return nil, rpcerr.ToWire(err)
+		return nil, rpcserver.ToWire(err)
 	}
-	sp, done, err := jm.NextSplit(ctx, jmd.SplitRequest{
-		Fencing:     fencingFromWire(req.Fencing),
-		ExecutionID: req.GetExecutionId(),
-		VertexID:    int(req.GetVertexId()),
-		Subtask:     int(req.GetSubtask()),
-	})
+	sp, done, err := jm.NextSplit(ctx, rpcwire.SplitRequestFromWire(req))
 	if err != nil {
-		return nil, rpcerr.ToWire(err)
+		return nil, rpcserver.ToWire(err)
 	}
-	if done {
-		return &jobmaster.NextSplitResponse{Done: true}, nil
-	}
-	return &jobmaster.NextSplitResponse{Split: &jobmaster.InputSplit{Key: sp.Key, Offset: sp.Offset, Length: sp.Length}}, nil
+	return rpcwire.NextSplitToWire(sp, done), nil
 }
 
 // jobOf authenticates a task's call and finds the job its fencing token
@@ -67,18 +59,16 @@ func (e *JobMasterEndpoint) jobOf(ctx context.Context, what string, f *common.Fe
 func (e *JobMasterEndpoint) AcknowledgeCheckpoint(ctx context.Context, req *jobmaster.AcknowledgeCheckpointRequest) error {
 	jm, err := e.jobOf(ctx, "acknowledge checkpoint", req.GetFencing(), req.GetExecutionId())
 	if err != nil {
-		return rpcerr.ToWire(err)
+		return rpcserver.ToWire(err)
 	}
-	return rpcerr.ToWire(jm.AcknowledgeCheckpoint(ctx, fencingFromWire(req.Fencing), cpwire.AckFromWire(req)))
+	return rpcserver.ToWire(jm.AcknowledgeCheckpoint(ctx, rpcwire.FencingFromWire(req.Fencing), rpcwire.AckFromWire(req)))
 }
 
 // DeclineCheckpoint takes a task's refusal of a checkpoint.
 func (e *JobMasterEndpoint) DeclineCheckpoint(ctx context.Context, req *jobmaster.DeclineCheckpointRequest) error {
 	jm, err := e.jobOf(ctx, "decline checkpoint", req.GetFencing(), req.GetExecutionId())
 	if err != nil {
-		return rpcerr.ToWire(err)
+		return rpcserver.ToWire(err)
 	}
-	return rpcerr.ToWire(jm.DeclineCheckpoint(ctx, fencingFromWire(req.Fencing), checkpoint.Decline{
-		ExecutionID: req.GetExecutionId(), CheckpointID: req.GetCheckpointId(), Reason: req.GetReason(),
-	}))
+	return rpcserver.ToWire(jm.DeclineCheckpoint(ctx, rpcwire.FencingFromWire(req.Fencing), rpcwire.DeclineFromWire(req)))
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/resourcemanager"
 	"github.com/sluicehq/sluice/internal/rpcerr"
+	"github.com/sluicehq/sluice/internal/rpcserver"
 	rmd "github.com/sluicehq/sluice/jm/resourcemanager"
 )
 
@@ -19,14 +20,14 @@ var _ resourcemanager.ResourceManager = (*ResourceManagerEndpoint)(nil)
 // RegisterTaskManager registers a TaskManager.
 func (e *ResourceManagerEndpoint) RegisterTaskManager(ctx context.Context, req *resourcemanager.RegisterTaskManagerRequest) (*resourcemanager.RegisterTaskManagerResponse, error) {
 	if err := e.Auth.Peer(ctx); err != nil {
-		return nil, rpcerr.ToWire(err)
+		return nil, rpcserver.ToWire(err)
 	}
 	if req == nil {
-		return nil, rpcerr.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "register task manager: no request"))
+		return nil, rpcserver.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "register task manager: no request"))
 	}
 	r, err := e.RM.RegisterTaskManager(ctx, registrationFromWire(req))
 	if err != nil {
-		return nil, rpcerr.ToWire(err)
+		return nil, rpcserver.ToWire(err)
 	}
 	return &resourcemanager.RegisterTaskManagerResponse{
 		RegistrationId:      r.RegistrationID,
@@ -38,10 +39,10 @@ func (e *ResourceManagerEndpoint) RegisterTaskManager(ctx context.Context, req *
 // Heartbeat records a heartbeat.
 func (e *ResourceManagerEndpoint) Heartbeat(ctx context.Context, req *resourcemanager.HeartbeatRequest) (*resourcemanager.HeartbeatResponse, error) {
 	if err := e.Auth.Peer(ctx); err != nil {
-		return nil, rpcerr.ToWire(err)
+		return nil, rpcserver.ToWire(err)
 	}
 	if req == nil {
-		return nil, rpcerr.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "heartbeat: no request"))
+		return nil, rpcserver.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "heartbeat: no request"))
 	}
 	known, err := e.RM.Heartbeat(ctx, rmd.Heartbeat{
 		ResourceID:     req.GetResourceId(),
@@ -50,7 +51,7 @@ func (e *ResourceManagerEndpoint) Heartbeat(ctx context.Context, req *resourcema
 		Metrics:        req.GetMetrics(),
 	})
 	if err != nil {
-		return nil, rpcerr.ToWire(err)
+		return nil, rpcserver.ToWire(err)
 	}
 	return &resourcemanager.HeartbeatResponse{Known: known}, nil
 }

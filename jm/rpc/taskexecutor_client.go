@@ -8,9 +8,10 @@ import (
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/taskexecutor"
 	teclient "github.com/sluicehq/sluice/idl/kitex_gen/sluice/taskexecutor/taskexecutor"
 	"github.com/sluicehq/sluice/internal/checkpoint"
-	"github.com/sluicehq/sluice/internal/cpwire"
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/internal/rpcserver"
+	"github.com/sluicehq/sluice/internal/rpcwire"
 	jmd "github.com/sluicehq/sluice/jm/jobmaster"
 	rmd "github.com/sluicehq/sluice/jm/resourcemanager"
 )
@@ -47,29 +48,29 @@ func (t *TaskExecutors) client(addr string) (teclient.Client, error) {
 }
 
 // DeployTask deploys one task.
-func (t *TaskExecutors) DeployTask(ctx context.Context, addr string, d jmd.Deployment) error {
+func (t *TaskExecutors) DeployTask(ctx context.Context, addr string, d control.Deployment) error {
 	c, err := t.client(addr)
 	if err != nil {
 		return err
 	}
-	req, err := deploymentToWire(d)
+	req, err := rpcwire.DeploymentToWire(d)
 	if err != nil {
 		return rpcerr.Errorf(rpcerr.ErrInternal, "deploy task %s: %w", d.ExecutionID, err)
 	}
 	if err := c.DeployTask(ctx, req); err != nil {
-		return fmt.Errorf("deploy task %s: %w", d.ExecutionID, rpcerr.FromCall(err))
+		return fmt.Errorf("deploy task %s: %w", d.ExecutionID, rpcserver.FromCall(err))
 	}
 	return nil
 }
 
 // CancelTask cancels one task.
-func (t *TaskExecutors) CancelTask(ctx context.Context, addr string, f jmd.FencingToken, executionID string) error {
+func (t *TaskExecutors) CancelTask(ctx context.Context, addr string, f control.FencingToken, executionID string) error {
 	c, err := t.client(addr)
 	if err != nil {
 		return err
 	}
-	if err := c.CancelTask(ctx, &taskexecutor.CancelTaskRequest{Fencing: fencingToWire(f), ExecutionId: executionID}); err != nil {
-		return fmt.Errorf("cancel task %s: %w", executionID, rpcerr.FromCall(err))
+	if err := c.CancelTask(ctx, &taskexecutor.CancelTaskRequest{Fencing: rpcwire.FencingToWire(f), ExecutionId: executionID}); err != nil {
+		return fmt.Errorf("cancel task %s: %w", executionID, rpcserver.FromCall(err))
 	}
 	return nil
 }
@@ -81,32 +82,32 @@ func (t *TaskExecutors) FreeSlot(ctx context.Context, addr, allocationID string)
 		return err
 	}
 	if err := c.FreeSlot(ctx, allocationID); err != nil {
-		return fmt.Errorf("free slot %s: %w", allocationID, rpcerr.FromCall(err))
+		return fmt.Errorf("free slot %s: %w", allocationID, rpcserver.FromCall(err))
 	}
 	return nil
 }
 
 // TriggerCheckpoint starts a checkpoint at a source task.
-func (t *TaskExecutors) TriggerCheckpoint(ctx context.Context, addr string, f jmd.FencingToken, executionID string, tr checkpoint.Trigger) error {
+func (t *TaskExecutors) TriggerCheckpoint(ctx context.Context, addr string, f control.FencingToken, executionID string, tr checkpoint.Trigger) error {
 	c, err := t.client(addr)
 	if err != nil {
 		return err
 	}
-	if err := c.TriggerCheckpoint(ctx, cpwire.TriggerToWire(fencingToWire(f), executionID, tr)); err != nil {
-		return fmt.Errorf("trigger checkpoint %d at task %s: %w", tr.ID, executionID, rpcerr.FromCall(err))
+	if err := c.TriggerCheckpoint(ctx, rpcwire.TriggerToWire(f, executionID, tr)); err != nil {
+		return fmt.Errorf("trigger checkpoint %d at task %s: %w", tr.ID, executionID, rpcserver.FromCall(err))
 	}
 	return nil
 }
 
 // NotifyCheckpoint tells a task that a checkpoint completed or aborted.
-func (t *TaskExecutors) NotifyCheckpoint(ctx context.Context, addr string, f jmd.FencingToken, executionID string, id int64, completed bool) error {
+func (t *TaskExecutors) NotifyCheckpoint(ctx context.Context, addr string, f control.FencingToken, executionID string, id int64, completed bool) error {
 	c, err := t.client(addr)
 	if err != nil {
 		return err
 	}
-	req := &taskexecutor.NotifyCheckpointRequest{Fencing: fencingToWire(f), ExecutionId: executionID, CheckpointId: id, Completed: completed}
+	req := &taskexecutor.NotifyCheckpointRequest{Fencing: rpcwire.FencingToWire(f), ExecutionId: executionID, CheckpointId: id, Completed: completed}
 	if err := c.NotifyCheckpoint(ctx, req); err != nil {
-		return fmt.Errorf("notify task %s of checkpoint %d: %w", executionID, id, rpcerr.FromCall(err))
+		return fmt.Errorf("notify task %s of checkpoint %d: %w", executionID, id, rpcserver.FromCall(err))
 	}
 	return nil
 }

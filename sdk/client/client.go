@@ -10,7 +10,6 @@ import (
 
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/dispatcher"
 	dispclient "github.com/sluicehq/sluice/idl/kitex_gen/sluice/dispatcher/dispatcher"
-	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/internal/rpcserver"
 )
 
@@ -95,7 +94,7 @@ func wrap(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("%s: %w", op, rpcerr.FromCall(err))
+	return fmt.Errorf("%s: %w", op, rpcserver.FromCall(err))
 }
 
 // UploadModule stores a Wasm module in the cluster and returns its digest

@@ -32,14 +32,14 @@ var _ dispatcher.Dispatcher = (*fakeDispatcher)(nil)
 
 func (f *fakeDispatcher) UploadModule(_ context.Context, req *dispatcher.UploadModuleRequest) (*dispatcher.UploadModuleResponse, error) {
 	if len(req.Module) < 4 || string(req.Module[:4]) != "\x00asm" {
-		return nil, rpcerr.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidModule, "invalid module: not WebAssembly (no \\0asm header)"))
+		return nil, rpcserver.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidModule, "invalid module: not WebAssembly (no \\0asm header)"))
 	}
 	return &dispatcher.UploadModuleResponse{Digest: "sha256-abc", Size: int64(len(req.Module))}, nil
 }
 
 func (f *fakeDispatcher) SubmitJob(_ context.Context, req *dispatcher.SubmitJobRequest) (*dispatcher.SubmitJobResponse, error) {
 	if req.Parallelism > 100 {
-		return nil, rpcerr.ToWire(rpcerr.NotEnoughSlots(int(req.Parallelism), 8))
+		return nil, rpcserver.ToWire(rpcerr.NotEnoughSlots(int(req.Parallelism), 8))
 	}
 	return &dispatcher.SubmitJobResponse{JobId: "job-1"}, nil
 }
@@ -50,7 +50,7 @@ func (f *fakeDispatcher) ListJobs(context.Context) (*dispatcher.ListJobsResponse
 
 func (f *fakeDispatcher) GetJob(_ context.Context, id string) (*dispatcher.JobDetails, error) {
 	if id != "job-1" {
-		return nil, rpcerr.ToWire(rpcerr.Errorf(rpcerr.ErrJobNotFound, "job %q not found", id))
+		return nil, rpcserver.ToWire(rpcerr.Errorf(rpcerr.ErrJobNotFound, "job %q not found", id))
 	}
 	if f.hang > 0 {
 		time.Sleep(f.hang)
@@ -94,7 +94,7 @@ func (f *fakeDispatcher) Overview(context.Context) (*dispatcher.ClusterOverview,
 
 func (f *fakeDispatcher) TriggerSavepoint(_ context.Context, req *dispatcher.SavepointRequest) (*dispatcher.CheckpointInfo, error) {
 	if req.JobId != "job-1" {
-		return nil, rpcerr.ToWire(rpcerr.Errorf(rpcerr.ErrJobNotFound, "job %q not found", req.JobId))
+		return nil, rpcserver.ToWire(rpcerr.Errorf(rpcerr.ErrJobNotFound, "job %q not found", req.JobId))
 	}
 	return &dispatcher.CheckpointInfo{Id: 4, Savepoint: true, SavepointId: "sp-1", Status: "COMPLETED", TriggeredMs: 2000, DurationMs: 30, Size: 99, Location: "tenants/default/savepoints/sp-1/"}, nil
 }
@@ -107,7 +107,7 @@ func (f *fakeDispatcher) ListCheckpoints(_ context.Context, id string) (*dispatc
 
 func (f *fakeDispatcher) DisposeSavepoint(_ context.Context, id string) error {
 	if id != "sp-1" {
-		return rpcerr.ToWire(rpcerr.Errorf(rpcerr.ErrNotFound, "savepoint %q not found", id))
+		return rpcserver.ToWire(rpcerr.Errorf(rpcerr.ErrNotFound, "savepoint %q not found", id))
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/abi"
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/testutil"
 )
@@ -24,7 +25,7 @@ func TestBlockHoldsBackAChannel(t *testing.T) {
 			tp := newTopology(t, mode, 2, 1, Config{BufferSize: 256, Credits: credits, FlushTimeout: time.Hour})
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			g, err := tp.cons[0].OpenInput(ctx, InputSpec{ResultID: "al", Producers: 2})
+			g, err := tp.cons[0].OpenInput(ctx, control.InputSpec{ResultID: "al", Producers: 2}, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -38,7 +39,7 @@ func TestBlockHoldsBackAChannel(t *testing.T) {
 			release := make(chan struct{})
 			slowDone := make(chan error, 1)
 			open := func(p int) *ResultWriter {
-				w, err := tp.prod[p].OpenOutput(ctx, OutputSpec{ResultID: "al", Partitioner: jobgraph.Rebalance, Targets: tp.targets(), ProducerSubtask: p})
+				w, err := tp.prod[p].OpenOutput(ctx, control.OutputSpec{ResultID: "al", Partitioner: jobgraph.Rebalance, Targets: tp.targets()}, p, 0)
 				if err != nil {
 					t.Fatal(err)
 				}

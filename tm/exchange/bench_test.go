@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/abi"
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 )
 
@@ -68,12 +69,12 @@ func BenchmarkExchangeVsTCP(b *testing.B) {
 }
 
 func benchExchange(b *testing.B, ctx context.Context, prod, cons *Manager, result string, batch []abi.Record, n int, total int64) time.Duration {
-	g, err := cons.OpenInput(ctx, InputSpec{ResultID: result, Producers: 1})
+	g, err := cons.OpenInput(ctx, control.InputSpec{ResultID: result, Producers: 1}, 0)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer g.Close()
-	w, err := prod.OpenOutput(ctx, OutputSpec{ResultID: result, Partitioner: jobgraph.Forward, Targets: []string{cons.Addr()}})
+	w, err := prod.OpenOutput(ctx, control.OutputSpec{ResultID: result, Partitioner: jobgraph.Forward, Targets: []string{cons.Addr()}}, 0, 0)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -23,8 +23,10 @@
 // stay queued and its credits are not returned, so that producer stops
 // while the others catch up; UnblockAll lets it go on.
 //
-// Control messages never travel here: they stay on Kitex. This package must
-// not import jm, wasmhost, idl/kitex_gen or other tm packages.
+// Control messages never travel here: they stay on Kitex. Inputs and outputs
+// are opened from the control.InputSpec and control.OutputSpec of a task's
+// deployment, plus the subtask that opens them. This package must not import
+// jm, wasmhost, idl/kitex_gen, Kitex or other tm packages.
 //
 // # Wire format
 //

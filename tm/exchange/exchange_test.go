@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluicehq/sluice/internal/abi"
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/keygroup"
 	"github.com/sluicehq/sluice/internal/testutil"
@@ -120,7 +121,7 @@ func TestPartitioners(t *testing.T) {
 					if part == jobgraph.Forward {
 						producers = 1
 					}
-					g, err := tp.cons[i].OpenInput(ctx, InputSpec{ResultID: "r1", Producers: producers, ConsumerSubtask: i})
+					g, err := tp.cons[i].OpenInput(ctx, control.InputSpec{ResultID: "r1", Producers: producers}, i)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -145,7 +146,7 @@ func TestPartitioners(t *testing.T) {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						w, err := tp.prod[pi].OpenOutput(ctx, OutputSpec{ResultID: "r1", Partitioner: part, Targets: tp.targets(), ProducerSubtask: pi, MaxParallelism: maxP})
+						w, err := tp.prod[pi].OpenOutput(ctx, control.OutputSpec{ResultID: "r1", Partitioner: part, Targets: tp.targets()}, pi, maxP)
 						if err != nil {
 							errs <- err
 							return
@@ -229,12 +230,12 @@ func TestEventsInBand(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			tp := newTopology(t, mode, 1, 1, Config{FlushTimeout: time.Hour, Credits: 8})
 			ctx := context.Background()
-			g, err := tp.cons[0].OpenInput(ctx, InputSpec{ResultID: "ev", Producers: 1})
+			g, err := tp.cons[0].OpenInput(ctx, control.InputSpec{ResultID: "ev", Producers: 1}, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer g.Close()
-			w, err := tp.prod[0].OpenOutput(ctx, OutputSpec{ResultID: "ev", Partitioner: jobgraph.Forward, Targets: tp.targets()})
+			w, err := tp.prod[0].OpenOutput(ctx, control.OutputSpec{ResultID: "ev", Partitioner: jobgraph.Forward, Targets: tp.targets()}, 0, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -280,12 +281,12 @@ func TestFlushTimeoutMovesLowRateStreams(t *testing.T) {
 			tp := newTopology(t, mode, 1, 1, Config{FlushTimeout: 5 * time.Millisecond})
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			g, err := tp.cons[0].OpenInput(ctx, InputSpec{ResultID: "slow", Producers: 1})
+			g, err := tp.cons[0].OpenInput(ctx, control.InputSpec{ResultID: "slow", Producers: 1}, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer g.Close()
-			w, err := tp.prod[0].OpenOutput(ctx, OutputSpec{ResultID: "slow", Partitioner: jobgraph.Rebalance, Targets: tp.targets()})
+			w, err := tp.prod[0].OpenOutput(ctx, control.OutputSpec{ResultID: "slow", Partitioner: jobgraph.Rebalance, Targets: tp.targets()}, 0, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -313,7 +314,7 @@ func TestBackPressureKeepsMemoryBounded(t *testing.T) {
 			const credits, n = 3, 4000
 			tp := newTopology(t, mode, 2, 1, Config{BufferSize: 256, Credits: credits})
 			ctx := context.Background()
-			g, err := tp.cons[0].OpenInput(ctx, InputSpec{ResultID: "bp", Producers: 2})
+			g, err := tp.cons[0].OpenInput(ctx, control.InputSpec{ResultID: "bp", Producers: 2}, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -326,7 +327,7 @@ func TestBackPressureKeepsMemoryBounded(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					w, err := tp.prod[pi].OpenOutput(ctx, OutputSpec{ResultID: "bp", Partitioner: jobgraph.Rebalance, Targets: tp.targets(), ProducerSubtask: pi})
+					w, err := tp.prod[pi].OpenOutput(ctx, control.OutputSpec{ResultID: "bp", Partitioner: jobgraph.Rebalance, Targets: tp.targets()}, pi, 0)
 					if err != nil {
 						errs <- err
 						return
@@ -404,12 +405,12 @@ func TestCancellationReleasesBlockedCalls(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			tp := newTopology(t, mode, 1, 1, Config{BufferSize: 128, Credits: 1})
 			ctx := context.Background()
-			g, err := tp.cons[0].OpenInput(ctx, InputSpec{ResultID: "c", Producers: 1})
+			g, err := tp.cons[0].OpenInput(ctx, control.InputSpec{ResultID: "c", Producers: 1}, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer g.Close()
-			w, err := tp.prod[0].OpenOutput(ctx, OutputSpec{ResultID: "c", Partitioner: jobgraph.Forward, Targets: tp.targets()})
+			w, err := tp.prod[0].OpenOutput(ctx, control.OutputSpec{ResultID: "c", Partitioner: jobgraph.Forward, Targets: tp.targets()}, 0, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -435,16 +436,16 @@ func TestCancellationReleasesBlockedCalls(t *testing.T) {
 			// A second writer blocked on credit is released by Close.
 			octx, ocancel := context.WithTimeout(ctx, 30*time.Millisecond)
 			defer ocancel()
-			_, err = tp.prod[0].OpenOutput(octx, OutputSpec{ResultID: "c2", Partitioner: jobgraph.Forward, Targets: tp.targets()})
+			_, err = tp.prod[0].OpenOutput(octx, control.OutputSpec{ResultID: "c2", Partitioner: jobgraph.Forward, Targets: tp.targets()}, 0, 0)
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("OpenOutput for an input nobody opened: %v, want DeadlineExceeded", err)
 			}
-			g2, err := tp.cons[0].OpenInput(ctx, InputSpec{ResultID: "c2", Producers: 1})
+			g2, err := tp.cons[0].OpenInput(ctx, control.InputSpec{ResultID: "c2", Producers: 1}, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer g2.Close()
-			w2, err := tp.prod[0].OpenOutput(ctx, OutputSpec{ResultID: "c2", Partitioner: jobgraph.Forward, Targets: tp.targets()})
+			w2, err := tp.prod[0].OpenOutput(ctx, control.OutputSpec{ResultID: "c2", Partitioner: jobgraph.Forward, Targets: tp.targets()}, 0, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -468,7 +469,7 @@ func TestCancellationReleasesBlockedCalls(t *testing.T) {
 			// A blocked Next is released by ctx and by Close.
 			nctx, ncancel := context.WithTimeout(ctx, 20*time.Millisecond)
 			defer ncancel()
-			g3, err := tp.cons[0].OpenInput(ctx, InputSpec{ResultID: "c3", Producers: 1})
+			g3, err := tp.cons[0].OpenInput(ctx, control.InputSpec{ResultID: "c3", Producers: 1}, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -491,11 +492,11 @@ func TestConsumerCloseFailsProducer(t *testing.T) {
 			tp := newTopology(t, mode, 1, 1, Config{BufferSize: 128, Credits: 1})
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			g, err := tp.cons[0].OpenInput(ctx, InputSpec{ResultID: "cc", Producers: 1})
+			g, err := tp.cons[0].OpenInput(ctx, control.InputSpec{ResultID: "cc", Producers: 1}, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
-			w, err := tp.prod[0].OpenOutput(ctx, OutputSpec{ResultID: "cc", Partitioner: jobgraph.Forward, Targets: tp.targets()})
+			w, err := tp.prod[0].OpenOutput(ctx, control.OutputSpec{ResultID: "cc", Partitioner: jobgraph.Forward, Targets: tp.targets()}, 0, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -529,11 +530,11 @@ func TestProducerWaitsForConsumerRegistration(t *testing.T) {
 			}
 			done := make(chan res)
 			go func() {
-				w, err := tp.prod[0].OpenOutput(ctx, OutputSpec{ResultID: "late", Partitioner: jobgraph.Broadcast, Targets: tp.targets()})
+				w, err := tp.prod[0].OpenOutput(ctx, control.OutputSpec{ResultID: "late", Partitioner: jobgraph.Broadcast, Targets: tp.targets()}, 0, 0)
 				done <- res{w, err}
 			}()
 			time.Sleep(30 * time.Millisecond) // the producer is retrying by now
-			g, err := tp.cons[0].OpenInput(ctx, InputSpec{ResultID: "late", Producers: 1})
+			g, err := tp.cons[0].OpenInput(ctx, control.InputSpec{ResultID: "late", Producers: 1}, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -570,7 +571,7 @@ func TestRegistrationTimeout(t *testing.T) {
 	for name, target := range map[string]string{"local": m.Addr(), "remote": peer.Addr(), "unreachable": dead} {
 		t.Run(name, func(t *testing.T) {
 			start := time.Now()
-			_, err := m.OpenOutput(context.Background(), OutputSpec{ResultID: "nobody", Partitioner: jobgraph.Rebalance, Targets: []string{target}})
+			_, err := m.OpenOutput(context.Background(), control.OutputSpec{ResultID: "nobody", Partitioner: jobgraph.Rebalance, Targets: []string{target}}, 0, 0)
 			if !errors.Is(err, ErrConsumerNotFound) {
 				t.Fatalf("err = %v, want ErrConsumerNotFound", err)
 			}
@@ -589,18 +590,18 @@ func TestAuthenticate(t *testing.T) {
 		return nil
 	}})
 	ctx := context.Background()
-	g, err := consumer.OpenInput(ctx, InputSpec{ResultID: "auth", Producers: 2})
+	g, err := consumer.OpenInput(ctx, control.InputSpec{ResultID: "auth", Producers: 2}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer g.Close()
 	bad := newManager(t, Config{Token: []byte("guess")})
-	_, err = bad.OpenOutput(ctx, OutputSpec{ResultID: "auth", Partitioner: jobgraph.Rebalance, Targets: []string{consumer.Addr()}})
+	_, err = bad.OpenOutput(ctx, control.OutputSpec{ResultID: "auth", Partitioner: jobgraph.Rebalance, Targets: []string{consumer.Addr()}}, 0, 0)
 	if !errors.Is(err, ErrHandshake) || !strings.Contains(err.Error(), "bad cluster secret") {
 		t.Fatalf("wrong token: %v, want ErrHandshake mentioning the cause", err)
 	}
 	good := newManager(t, Config{Token: []byte("s3cret")})
-	w, err := good.OpenOutput(ctx, OutputSpec{ResultID: "auth", Partitioner: jobgraph.Rebalance, Targets: []string{consumer.Addr()}})
+	w, err := good.OpenOutput(ctx, control.OutputSpec{ResultID: "auth", Partitioner: jobgraph.Rebalance, Targets: []string{consumer.Addr()}}, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -610,12 +611,12 @@ func TestAuthenticate(t *testing.T) {
 func TestHashRejectsRecordWithoutKey(t *testing.T) {
 	m := newManager(t, Config{})
 	ctx := context.Background()
-	g, err := m.OpenInput(ctx, InputSpec{ResultID: "h", Producers: 1})
+	g, err := m.OpenInput(ctx, control.InputSpec{ResultID: "h", Producers: 1}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	w, err := m.OpenOutput(ctx, OutputSpec{ResultID: "h", Partitioner: jobgraph.Hash, Targets: []string{m.Addr()}})
+	w, err := m.OpenOutput(ctx, control.OutputSpec{ResultID: "h", Partitioner: jobgraph.Hash, Targets: []string{m.Addr()}}, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -628,12 +629,12 @@ func TestHashRejectsRecordWithoutKey(t *testing.T) {
 func TestRecordSizes(t *testing.T) {
 	tp := newTopology(t, "remote", 1, 1, Config{BufferSize: 1024, MaxBufferSize: 8192})
 	ctx := context.Background()
-	g, err := tp.cons[0].OpenInput(ctx, InputSpec{ResultID: "big", Producers: 1})
+	g, err := tp.cons[0].OpenInput(ctx, control.InputSpec{ResultID: "big", Producers: 1}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	w, err := tp.prod[0].OpenOutput(ctx, OutputSpec{ResultID: "big", Partitioner: jobgraph.Forward, Targets: tp.targets()})
+	w, err := tp.prod[0].OpenOutput(ctx, control.OutputSpec{ResultID: "big", Partitioner: jobgraph.Forward, Targets: tp.targets()}, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -657,20 +658,20 @@ func TestRecordSizes(t *testing.T) {
 func TestDuplicateInputAndProducer(t *testing.T) {
 	m := newManager(t, Config{RegistrationTimeout: time.Second})
 	ctx := context.Background()
-	g, err := m.OpenInput(ctx, InputSpec{ResultID: "d", Producers: 1})
+	g, err := m.OpenInput(ctx, control.InputSpec{ResultID: "d", Producers: 1}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	if _, err := m.OpenInput(ctx, InputSpec{ResultID: "d", Producers: 1}); !errors.Is(err, ErrInputExists) {
+	if _, err := m.OpenInput(ctx, control.InputSpec{ResultID: "d", Producers: 1}, 0); !errors.Is(err, ErrInputExists) {
 		t.Fatalf("second OpenInput: %v", err)
 	}
-	w, err := m.OpenOutput(ctx, OutputSpec{ResultID: "d", Partitioner: jobgraph.Forward, Targets: []string{m.Addr()}})
+	w, err := m.OpenOutput(ctx, control.OutputSpec{ResultID: "d", Partitioner: jobgraph.Forward, Targets: []string{m.Addr()}}, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	if _, err := m.OpenOutput(ctx, OutputSpec{ResultID: "d", Partitioner: jobgraph.Forward, Targets: []string{m.Addr()}}); err == nil {
+	if _, err := m.OpenOutput(ctx, control.OutputSpec{ResultID: "d", Partitioner: jobgraph.Forward, Targets: []string{m.Addr()}}, 0, 0); err == nil {
 		t.Fatal("a second channel from the same producer was accepted")
 	}
 }
@@ -679,12 +680,12 @@ func TestManagerCloseFailsOpenEnds(t *testing.T) {
 	a := newManager(t, Config{BufferSize: 128, Credits: 1})
 	b := newManager(t, Config{})
 	ctx := context.Background()
-	g, err := b.OpenInput(ctx, InputSpec{ResultID: "mc", Producers: 1})
+	g, err := b.OpenInput(ctx, control.InputSpec{ResultID: "mc", Producers: 1}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	w, err := a.OpenOutput(ctx, OutputSpec{ResultID: "mc", Partitioner: jobgraph.Forward, Targets: []string{b.Addr()}})
+	w, err := a.OpenOutput(ctx, control.OutputSpec{ResultID: "mc", Partitioner: jobgraph.Forward, Targets: []string{b.Addr()}}, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -762,7 +763,7 @@ func TestFrameSizeLimitClosesConnection(t *testing.T) {
 	m := newManager(t, Config{BufferSize: 1024, MaxBufferSize: 8192})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	g, err := m.OpenInput(ctx, InputSpec{ResultID: "fs", Producers: 1})
+	g, err := m.OpenInput(ctx, control.InputSpec{ResultID: "fs", Producers: 1}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -817,7 +818,7 @@ func TestProtocolViolations(t *testing.T) {
 	}
 	for name, f := range cases {
 		t.Run(name, func(t *testing.T) {
-			g, err := m.OpenInput(ctx, InputSpec{ResultID: "pv", Producers: 1})
+			g, err := m.OpenInput(ctx, control.InputSpec{ResultID: "pv", Producers: 1}, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -875,7 +876,7 @@ func TestManyProducersEventuallyDeliver(t *testing.T) {
 	var gates []*InputGate
 	var targets []string
 	for i := 0; i < cn; i++ {
-		g, err := c.OpenInput(ctx, InputSpec{ResultID: "many", Producers: p, ConsumerSubtask: i})
+		g, err := c.OpenInput(ctx, control.InputSpec{ResultID: "many", Producers: p}, i)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -901,7 +902,7 @@ func TestManyProducersEventuallyDeliver(t *testing.T) {
 		if i%2 == 1 {
 			m = b
 		}
-		w, err := m.OpenOutput(ctx, OutputSpec{ResultID: "many", Partitioner: jobgraph.Broadcast, Targets: targets, ProducerSubtask: i})
+		w, err := m.OpenOutput(ctx, control.OutputSpec{ResultID: "many", Partitioner: jobgraph.Broadcast, Targets: targets}, i, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -933,7 +934,7 @@ func TestWithdrawnOpenCanBeRetried(t *testing.T) {
 	m := newManager(t, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	g, err := m.OpenInput(ctx, InputSpec{ResultID: "wd", Producers: 1})
+	g, err := m.OpenInput(ctx, control.InputSpec{ResultID: "wd", Producers: 1}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,21 +8,8 @@ import (
 	"sync"
 
 	"github.com/sluicehq/sluice/internal/abi"
+	"github.com/sluicehq/sluice/internal/control"
 )
-
-// InputSpec describes one input of a consumer subtask: the intermediate
-// result it reads and how many producer subtasks feed it.
-type InputSpec struct {
-	ResultID string
-	// Producers is the number of producer subtasks that feed this consumer
-	// subtask: the producer parallelism for hash, rebalance and broadcast
-	// edges, 1 for a forward edge. The gate accepts one channel from each of
-	// that many distinct producer subtasks and ends after END_OF_PARTITION
-	// from all of them.
-	Producers int
-	// ConsumerSubtask is the subtask this input belongs to.
-	ConsumerSubtask int
-}
 
 // Batch is one element read from an InputGate: records, or an event.
 type Batch struct {
@@ -46,9 +33,10 @@ func (b Batch) IsEvent() bool { return b.Event.Type != 0 }
 // Next and Close may be called from different goroutines (Close unblocks a
 // Next); Next must not be called concurrently with itself.
 type InputGate struct {
-	m    *Manager
-	spec InputSpec
-	key  inputKey
+	m       *Manager
+	spec    control.InputSpec
+	subtask int // the consumer subtask
+	key     inputKey
 
 	nextMu sync.Mutex // serializes Next and the release of held by Close
 	held   []byte     // buffer behind the last records returned
@@ -97,29 +85,31 @@ type item struct {
 	event Event
 }
 
-// OpenInput registers the input spec describes so producers can connect to
-// it, and returns its gate. Open inputs before the producers' outputs: a
+// OpenInput registers the input spec describes, of consumer subtask
+// subtask, so producers can connect to it, and returns its gate. The gate
+// accepts one channel from each of spec.Producers distinct producer
+// subtasks and ends after END_OF_PARTITION from all of them. Open inputs before the producers' outputs: a
 // producer retries until the input exists, up to Config.RegistrationTimeout.
 //
 // # Errors
 //
 // ErrInputExists when the same (result, consumer subtask) is already open,
 // ErrManagerClosed, or an invalid spec.
-func (m *Manager) OpenInput(ctx context.Context, spec InputSpec) (*InputGate, error) {
+func (m *Manager) OpenInput(ctx context.Context, spec control.InputSpec, subtask int) (*InputGate, error) {
 	switch {
 	case spec.ResultID == "" || len(spec.ResultID) > maxResultIDLen:
 		return nil, fmt.Errorf("open input: result id must have 1 to %d bytes", maxResultIDLen)
 	case spec.Producers < 0 || spec.Producers > 1<<20:
 		return nil, fmt.Errorf("open input %s: producers %d out of range", spec.ResultID, spec.Producers)
-	case spec.ConsumerSubtask < 0 || spec.ConsumerSubtask > 1<<24:
-		return nil, fmt.Errorf("open input %s: consumer subtask %d out of range", spec.ResultID, spec.ConsumerSubtask)
+	case subtask < 0 || subtask > 1<<24:
+		return nil, fmt.Errorf("open input %s: consumer subtask %d out of range", spec.ResultID, subtask)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	g := &InputGate{
-		m: m, spec: spec,
-		key:      inputKey{spec.ResultID, spec.ConsumerSubtask},
+		m: m, spec: spec, subtask: subtask,
+		key:      inputKey{spec.ResultID, subtask},
 		notify:   make(chan struct{}, 1),
 		closedCh: make(chan struct{}),
 		byProd:   make(map[int]*inputChannel),
@@ -133,7 +123,7 @@ func (m *Manager) OpenInput(ctx context.Context, spec InputSpec) (*InputGate, er
 		return nil, ErrManagerClosed
 	}
 	if m.inputs[g.key] != nil {
-		return nil, fmt.Errorf("open input %s subtask %d: %w", spec.ResultID, spec.ConsumerSubtask, ErrInputExists)
+		return nil, fmt.Errorf("open input %s subtask %d: %w", spec.ResultID, subtask, ErrInputExists)
 	}
 	m.inputs[g.key] = g
 	close(m.regChange)
@@ -148,7 +138,7 @@ func (m *Manager) lookupInput(resultID string, consumer int) *InputGate {
 }
 
 // Spec returns the spec the gate was opened with.
-func (g *InputGate) Spec() InputSpec { return g.spec }
+func (g *InputGate) Spec() control.InputSpec { return g.spec }
 
 // attach adds the channel of producer, carried by local or by (c, id).
 func (g *InputGate) attach(producer int, local *outputChannel, c *conn, id uint32) (*inputChannel, error) {
@@ -156,11 +146,11 @@ func (g *InputGate) attach(producer int, local *outputChannel, c *conn, id uint3
 	defer g.mu.Unlock()
 	switch {
 	case g.closed:
-		return nil, fmt.Errorf("input %s subtask %d is closed", g.spec.ResultID, g.spec.ConsumerSubtask)
+		return nil, fmt.Errorf("input %s subtask %d is closed", g.spec.ResultID, g.subtask)
 	case g.byProd[producer] != nil:
-		return nil, fmt.Errorf("input %s subtask %d already has a channel from producer subtask %d", g.spec.ResultID, g.spec.ConsumerSubtask, producer)
+		return nil, fmt.Errorf("input %s subtask %d already has a channel from producer subtask %d", g.spec.ResultID, g.subtask, producer)
 	case len(g.chans) >= g.spec.Producers:
-		return nil, fmt.Errorf("input %s subtask %d expects %d producers and has them all; producer subtask %d is one too many", g.spec.ResultID, g.spec.ConsumerSubtask, g.spec.Producers, producer)
+		return nil, fmt.Errorf("input %s subtask %d expects %d producers and has them all; producer subtask %d is one too many", g.spec.ResultID, g.subtask, g.spec.Producers, producer)
 	}
 	ic := &inputChannel{g: g, producer: producer, local: local, c: c, id: id, avail: g.m.cfg.Credits}
 	g.chans = append(g.chans, ic)
@@ -182,7 +172,7 @@ func (ic *inputChannel) deliver(it item) error {
 	if g.closed || g.err != nil {
 		g.mu.Unlock()
 		g.m.putBuf(it.data)
-		return fmt.Errorf("input %s subtask %d: %w", g.spec.ResultID, g.spec.ConsumerSubtask, ErrChannelClosed)
+		return fmt.Errorf("input %s subtask %d: %w", g.spec.ResultID, g.subtask, ErrChannelClosed)
 	}
 	if ic.gotEOP {
 		g.mu.Unlock()
@@ -237,7 +227,7 @@ func (ic *inputChannel) fail(err error) {
 		g.mu.Unlock()
 		return
 	}
-	g.err = fmt.Errorf("input %s subtask %d, producer %d: %w", g.spec.ResultID, g.spec.ConsumerSubtask, ic.producer, err)
+	g.err = fmt.Errorf("input %s subtask %d, producer %d: %w", g.spec.ResultID, g.subtask, ic.producer, err)
 	g.mu.Unlock()
 	g.signal()
 }
@@ -245,7 +235,7 @@ func (ic *inputChannel) fail(err error) {
 func (g *InputGate) fail(err error) {
 	g.mu.Lock()
 	if g.err == nil && !g.closed {
-		g.err = fmt.Errorf("input %s subtask %d: %w", g.spec.ResultID, g.spec.ConsumerSubtask, err)
+		g.err = fmt.Errorf("input %s subtask %d: %w", g.spec.ResultID, g.subtask, err)
 	}
 	g.mu.Unlock()
 	g.signal()
@@ -384,7 +374,7 @@ func (g *InputGate) Next(ctx context.Context) (Batch, error) {
 		g.recs = recs
 		g.held, g.heldCh = it.data, ic
 		if err != nil {
-			err = fmt.Errorf("input %s subtask %d, buffer from producer %d: %w", g.spec.ResultID, g.spec.ConsumerSubtask, ic.producer, err)
+			err = fmt.Errorf("input %s subtask %d, buffer from producer %d: %w", g.spec.ResultID, g.subtask, ic.producer, err)
 			g.fail(err)
 			return Batch{}, err
 		}
@@ -411,7 +401,7 @@ func (g *InputGate) Block(producer int) error {
 	defer g.mu.Unlock()
 	ic := g.byProd[producer]
 	if ic == nil {
-		return fmt.Errorf("input %s subtask %d: block: no channel from producer subtask %d", g.spec.ResultID, g.spec.ConsumerSubtask, producer)
+		return fmt.Errorf("input %s subtask %d: block: no channel from producer subtask %d", g.spec.ResultID, g.subtask, producer)
 	}
 	ic.blocked = true
 	return nil
@@ -481,9 +471,9 @@ func (g *InputGate) Close() error {
 			continue
 		}
 		if ic.local != nil {
-			ic.local.kill(fmt.Errorf("%w: input %s subtask %d", ErrChannelClosed, g.spec.ResultID, g.spec.ConsumerSubtask))
+			ic.local.kill(fmt.Errorf("%w: input %s subtask %d", ErrChannelClosed, g.spec.ResultID, g.subtask))
 		} else {
-			ic.c.closeChannel(ic.id, closeAbort, fmt.Sprintf("consumer closed input %s subtask %d", g.spec.ResultID, g.spec.ConsumerSubtask))
+			ic.c.closeChannel(ic.id, closeAbort, fmt.Sprintf("consumer closed input %s subtask %d", g.spec.ResultID, g.subtask))
 		}
 	}
 	for _, it := range queued {

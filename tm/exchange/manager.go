@@ -125,7 +125,7 @@ func NewManager(ctx context.Context, cfg Config) (*Manager, error) {
 }
 
 // Addr returns the data address of this Manager: what producers put in
-// OutputSpec.Targets to reach its inputs.
+// control.OutputSpec.Targets to reach its inputs.
 func (m *Manager) Addr() string { return m.addr }
 
 // Close stops the data port, closes every connection and fails every open

@@ -9,27 +9,10 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/abi"
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/keygroup"
 )
-
-// OutputSpec describes one output of a producer subtask: the intermediate
-// result it writes and how records are spread over the consumer subtasks.
-type OutputSpec struct {
-	ResultID    string
-	Partitioner jobgraph.Partitioner
-	// Targets is the data address (Manager.Addr) of each consumer subtask,
-	// in subtask order. A target equal to this Manager's address is served
-	// in memory.
-	Targets []string
-	// ProducerSubtask is the subtask writing. A forward output sends
-	// everything to consumer subtask ProducerSubtask; a rebalance output
-	// starts its round robin there.
-	ProducerSubtask int
-	// MaxParallelism is the number of key groups of a hash output; 0 means
-	// jobgraph.DefaultMaxParallelism.
-	MaxParallelism int
-}
 
 // ResultWriter is the output of one producer subtask: it partitions records
 // into per-channel buffers and sends them with credit.
@@ -38,7 +21,8 @@ type OutputSpec struct {
 // called at any time to release a blocked Write.
 type ResultWriter struct {
 	m        *Manager
-	spec     OutputSpec
+	spec     control.OutputSpec
+	subtask  int // the producer subtask
 	closedCh chan struct{}
 	once     sync.Once
 	all      []*outputChannel // every channel; immutable once open
@@ -175,8 +159,12 @@ func (o *outputChannel) send(it item) error {
 	return o.c.enqueueSmall(frameEvent, o.id, eventPayload(it.event))
 }
 
-// OpenOutput connects a writer to every consumer subtask spec names (only
-// the one of the same index for a forward output). It waits for consumers
+// OpenOutput connects the writer of producer subtask subtask to every
+// consumer subtask spec names: only the one of the same index for a forward
+// output; a rebalance output starts its round robin there. A target equal
+// to this Manager's address is served in memory. maxParallelism is the
+// number of key groups of a hash output; 0 means
+// jobgraph.DefaultMaxParallelism. It waits for consumers
 // that are not reachable or have not opened their input yet, up to
 // Config.RegistrationTimeout.
 //
@@ -185,9 +173,9 @@ func (o *outputChannel) send(it item) error {
 // An invalid spec; ErrConsumerNotFound after the registration timeout;
 // ErrHandshake when a target refuses the connection; a channel rejected by
 // its consumer (for instance a duplicate producer); ctx.Err().
-func (m *Manager) OpenOutput(ctx context.Context, spec OutputSpec) (*ResultWriter, error) {
+func (m *Manager) OpenOutput(ctx context.Context, spec control.OutputSpec, subtask, maxParallelism int) (*ResultWriter, error) {
 	n := len(spec.Targets)
-	maxP := spec.MaxParallelism
+	maxP := maxParallelism
 	if maxP == 0 {
 		maxP = jobgraph.DefaultMaxParallelism
 	}
@@ -196,16 +184,16 @@ func (m *Manager) OpenOutput(ctx context.Context, spec OutputSpec) (*ResultWrite
 		return nil, fmt.Errorf("open output: result id must have 1 to %d bytes", maxResultIDLen)
 	case n == 0 || n > 1<<20:
 		return nil, fmt.Errorf("open output %s: %d targets", spec.ResultID, n)
-	case spec.ProducerSubtask < 0 || spec.ProducerSubtask > 1<<24:
-		return nil, fmt.Errorf("open output %s: producer subtask %d out of range", spec.ResultID, spec.ProducerSubtask)
+	case subtask < 0 || subtask > 1<<24:
+		return nil, fmt.Errorf("open output %s: producer subtask %d out of range", spec.ResultID, subtask)
 	}
 	consumers := make([]int, 0, n)
 	switch spec.Partitioner {
 	case jobgraph.Forward:
-		if spec.ProducerSubtask >= n {
-			return nil, fmt.Errorf("open output %s: forward output of producer subtask %d needs a target for consumer subtask %d, has %d targets", spec.ResultID, spec.ProducerSubtask, spec.ProducerSubtask, n)
+		if subtask >= n {
+			return nil, fmt.Errorf("open output %s: forward output of producer subtask %d needs a target for consumer subtask %d, has %d targets", spec.ResultID, subtask, subtask, n)
 		}
-		consumers = append(consumers, spec.ProducerSubtask)
+		consumers = append(consumers, subtask)
 	case jobgraph.Hash:
 		if maxP < n || maxP > 1<<15 {
 			return nil, fmt.Errorf("open output %s: max parallelism %d must be in [%d targets, 32768]", spec.ResultID, maxP, n)
@@ -219,7 +207,7 @@ func (m *Manager) OpenOutput(ctx context.Context, spec OutputSpec) (*ResultWrite
 		return nil, fmt.Errorf("open output %s: unknown partitioner %q", spec.ResultID, spec.Partitioner)
 	}
 	spec.Targets = append([]string(nil), spec.Targets...)
-	w := &ResultWriter{m: m, spec: spec, maxP: maxP, closedCh: make(chan struct{}), rr: spec.ProducerSubtask % n}
+	w := &ResultWriter{m: m, spec: spec, subtask: subtask, maxP: maxP, closedCh: make(chan struct{}), rr: subtask % n}
 
 	octx, cancel := context.WithTimeout(ctx, m.cfg.RegistrationTimeout)
 	defer cancel()
@@ -227,14 +215,14 @@ func (m *Manager) OpenOutput(ctx context.Context, spec OutputSpec) (*ResultWrite
 	for _, cons := range consumers {
 		oc, err := m.connectChannel(octx, w, cons)
 		if err != nil {
-			w.releaseChannels(fmt.Sprintf("producer subtask %d failed to open its output", spec.ProducerSubtask))
+			w.releaseChannels(fmt.Sprintf("producer subtask %d failed to open its output", subtask))
 			switch {
 			case m.ctx.Err() != nil:
 				err = ErrManagerClosed
 			case ctx.Err() != nil:
 				err = fmt.Errorf("%w (%v)", ctx.Err(), err)
 			}
-			return nil, fmt.Errorf("open output %s subtask %d: %w", spec.ResultID, spec.ProducerSubtask, err)
+			return nil, fmt.Errorf("open output %s subtask %d: %w", spec.ResultID, subtask, err)
 		}
 		oc.buf = m.getBuf(4)
 		w.chans = append(w.chans, oc)
@@ -258,7 +246,7 @@ func (m *Manager) connectChannel(ctx context.Context, w *ResultWriter, consumer 
 	if addr == m.addr {
 		return m.connectLocal(ctx, w, consumer, what)
 	}
-	o := open{producer: uint32(spec.ProducerSubtask), consumer: uint32(consumer), resultID: spec.ResultID}
+	o := open{producer: uint32(w.subtask), consumer: uint32(consumer), resultID: spec.ResultID}
 	backoff := 2 * time.Millisecond
 	last := "no answer"
 	for {
@@ -310,7 +298,7 @@ func (m *Manager) connectLocal(ctx context.Context, w *ResultWriter, consumer in
 		m.mu.Unlock()
 		if g != nil {
 			oc := newOutputChannel(w, consumer)
-			ic, err := g.attach(w.spec.ProducerSubtask, oc, nil, 0)
+			ic, err := g.attach(w.subtask, oc, nil, 0)
 			if err != nil {
 				return nil, fmt.Errorf("%s rejected the channel: %v", what, err)
 			}
@@ -328,7 +316,7 @@ func (m *Manager) connectLocal(ctx context.Context, w *ResultWriter, consumer in
 }
 
 // Spec returns the spec the writer was opened with.
-func (w *ResultWriter) Spec() OutputSpec { return w.spec }
+func (w *ResultWriter) Spec() control.OutputSpec { return w.spec }
 
 func (w *ResultWriter) usable() error {
 	switch {
@@ -539,7 +527,7 @@ func (w *ResultWriter) Close() error {
 	}
 	msg := ""
 	if !w.finished {
-		msg = fmt.Sprintf("producer subtask %d of %s closed before finishing", w.spec.ProducerSubtask, w.spec.ResultID)
+		msg = fmt.Sprintf("producer subtask %d of %s closed before finishing", w.subtask, w.spec.ResultID)
 	}
 	w.releaseChannels(msg)
 	w.m.mu.Lock()

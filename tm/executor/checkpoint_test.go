@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/internal/checkpoint"
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/internal/testutil"
@@ -45,7 +46,7 @@ func checkpointExecutor(t *testing.T, jms JobMasters) (*Executor, blob.Store) {
 
 // textDeployment is a source task without guest code: text source (splits
 // from the JobMaster) into tail, a collect or file sink.
-func textDeployment(exec string, attempt int64, tail jobgraph.Vertex) Deployment {
+func textDeployment(exec string, attempt int64, tail jobgraph.Vertex) control.Deployment {
 	d := deployment("job1", exec, "a1", attempt)
 	d.Tenant = "acme"
 	d.Chain = []jobgraph.Vertex{{ID: 1, Name: "lines", Kind: jobgraph.KindSource, Connector: jobgraph.ConnectorText}, tail}
@@ -62,7 +63,7 @@ func (f *fakeJMs) hasState(exec, state string) bool {
 // the answers go to the JobMaster in order with the task's state updates:
 // FINISHED never overtakes an answer.
 func TestCheckpointRouting(t *testing.T) {
-	jms := &fakeJMs{splits: make(chan InputSplit)}
+	jms := &fakeJMs{splits: make(chan checkpoint.Split)}
 	e, store := checkpointExecutor(t, jms)
 	ctx := context.Background()
 	data := []byte("a\nb\nc\n")
@@ -72,8 +73,8 @@ func TestCheckpointRouting(t *testing.T) {
 	src := textDeployment("src", 1, collectSink)
 	sink := deployment("job1", "sink", "a1", 1)
 	sink.Chain = []jobgraph.Vertex{collectSink}
-	sink.Inputs = []exchange.InputSpec{{ResultID: "never", Producers: 1}}
-	for _, d := range []Deployment{src, sink} {
+	sink.Inputs = []control.InputSpec{{ResultID: "never", Producers: 1}}
+	for _, d := range []control.Deployment{src, sink} {
 		if err := e.DeployTask(ctx, d); err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +93,7 @@ func TestCheckpointRouting(t *testing.T) {
 	}{
 		{"stale trigger", rpcerr.ErrStaleFencingToken, func() error { return e.TriggerCheckpoint(ctx, old, "src", checkpoint.Trigger{ID: 1}) }},
 		{"trigger for another job", ErrStaleFencing, func() error {
-			return e.TriggerCheckpoint(ctx, FencingToken{LeaderSession: "s1", JobID: "other", Attempt: 1}, "src", checkpoint.Trigger{ID: 1})
+			return e.TriggerCheckpoint(ctx, control.FencingToken{LeaderSession: "s1", JobID: "other", Attempt: 1}, "src", checkpoint.Trigger{ID: 1})
 		}},
 		{"unknown trigger", rpcerr.ErrNotFound, func() error { return e.TriggerCheckpoint(ctx, tok, "nope", checkpoint.Trigger{ID: 1}) }},
 		{"not a source", rpcerr.ErrFailedPrecondition, func() error { return e.TriggerCheckpoint(ctx, tok, "sink", checkpoint.Trigger{ID: 1}) }},
@@ -126,7 +127,7 @@ func TestCheckpointRouting(t *testing.T) {
 		t.Fatal(err)
 	}
 	// After the split: trigger 2's position has it finished.
-	jms.splits <- InputSplit{Key: "in/a.txt", Length: int64(len(data))}
+	jms.splits <- checkpoint.Split{Key: "in/a.txt", Length: int64(len(data))}
 	testutil.Eventually(t, 10*time.Second, func() bool { return jms.nextCalls.Load() == 2 }, "no second split requested")
 	if err := e.TriggerCheckpoint(ctx, tok, "src", checkpoint.Trigger{ID: 2}); err != nil {
 		t.Fatal(err)
@@ -160,14 +161,14 @@ func TestCheckpointRouting(t *testing.T) {
 // The fencing attempt names the file sink's parts; the parts the task did
 // not see committed come back with FINISHED.
 func TestFinishedCarriesSinkParts(t *testing.T) {
-	jms := &fakeJMs{splits: make(chan InputSplit, 1)}
+	jms := &fakeJMs{splits: make(chan checkpoint.Split, 1)}
 	e, store := checkpointExecutor(t, jms)
 	ctx := context.Background()
 	data := []byte("x\ny\n")
 	if err := store.Put(ctx, "in/a.txt", bytes.NewReader(data), int64(len(data))); err != nil {
 		t.Fatal(err)
 	}
-	jms.splits <- InputSplit{Key: "in/a.txt", Length: int64(len(data))}
+	jms.splits <- checkpoint.Split{Key: "in/a.txt", Length: int64(len(data))}
 	close(jms.splits)
 	d := textDeployment("files", 7, jobgraph.Vertex{ID: 2, Name: "files", Kind: jobgraph.KindSink, Connector: jobgraph.ConnectorFile, Config: map[string]string{"path": "out"}})
 	if err := e.DeployTask(ctx, d); err != nil {

@@ -3,8 +3,9 @@
 // and the registration and heartbeat loop with the ResourceManager.
 //
 // It talks to the JobManager only through the small interfaces in
-// remote.go, which tm/rpc implements over Kitex; it must not import
-// idl/kitex_gen or jm.
+// remote.go, in the vocabulary of internal/control (deployments, fencing
+// tokens, task updates, split requests), which tm/rpc implements over
+// Kitex; it must not import idl/kitex_gen, Kitex or jm.
 //
 // # Task states
 //

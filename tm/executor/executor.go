@@ -12,36 +12,13 @@ import (
 
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/internal/checkpoint"
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/tm/exchange"
 	"github.com/sluicehq/sluice/tm/task"
 	"github.com/sluicehq/sluice/wasmhost"
 )
-
-// Deployment is one task the JobMaster asks this TaskManager to run.
-type Deployment struct {
-	Fencing          FencingToken
-	ExecutionID      string
-	JobID            string
-	Tenant           string
-	ModuleDigest     string
-	Args             []string
-	Chain            []jobgraph.Vertex // head first, host connectors included
-	Subtask          int
-	Parallelism      int
-	MaxParallelism   int
-	Inputs           []exchange.InputSpec
-	Outputs          []exchange.OutputSpec
-	AllocationID     string
-	JobMasterAddress string
-	Config           map[string]string
-	// Limits are the tenant's sandbox quotas (memory per instance, call
-	// deadline, state size); zero fields leave Config.Limits.
-	Limits wasmhost.Limits
-	// Restore, when set, is the state the task starts from.
-	Restore *checkpoint.TaskRestore
-}
 
 // Config configures an Executor.
 type Config struct {
@@ -78,9 +55,9 @@ type Executor struct {
 	closed       bool
 	registration string // current registration id; "" when not registered
 	slots        []slot
-	byAlloc      map[string]int          // allocation id -> slot index
-	tasks        map[string]*runningTask // execution id -> task
-	fencing      map[string]FencingToken // job id -> newest token seen
+	byAlloc      map[string]int                  // allocation id -> slot index
+	tasks        map[string]*runningTask         // execution id -> task
+	fencing      map[string]control.FencingToken // job id -> newest token seen
 }
 
 type slot struct {
@@ -89,7 +66,7 @@ type slot struct {
 }
 
 type runningTask struct {
-	d      Deployment
+	d      control.Deployment
 	cancel context.CancelFunc
 	done   chan struct{}
 	ctl    *task.Control // checkpoint triggers and notifications
@@ -113,7 +90,7 @@ func New(cfg Config) *Executor {
 		slots:   make([]slot, cfg.Slots),
 		byAlloc: make(map[string]int),
 		tasks:   make(map[string]*runningTask),
-		fencing: make(map[string]FencingToken),
+		fencing: make(map[string]control.FencingToken),
 	}
 }
 
@@ -129,7 +106,7 @@ func (e *Executor) Modules() *ModuleCache { return e.modules }
 // ErrInvalidDeployment, ErrStaleFencing, ErrSlotMismatch, ErrNoFreeSlot,
 // ErrUnavailable. Deploying an execution id that is already running with the
 // same token is a no-op, so a retried RPC does not start a second copy.
-func (e *Executor) DeployTask(_ context.Context, d Deployment) error {
+func (e *Executor) DeployTask(_ context.Context, d control.Deployment) error {
 	if err := validateDeployment(&d); err != nil {
 		return err
 	}
@@ -191,7 +168,7 @@ func (e *Executor) DeployTask(_ context.Context, d Deployment) error {
 // seen for its job, records it, and returns the tasks of older attempts,
 // which the caller cancels. A token from another leader session replaces the
 // old one: the JobManager that deploys now is the leader.
-func (e *Executor) checkFencingLocked(tok FencingToken) ([]*runningTask, error) {
+func (e *Executor) checkFencingLocked(tok control.FencingToken) ([]*runningTask, error) {
 	known, ok := e.fencing[tok.JobID]
 	if ok && known.LeaderSession == tok.LeaderSession && tok.Attempt < known.Attempt {
 		return nil, fmt.Errorf("%w: job %s attempt %d, but attempt %d is current", ErrStaleFencing, tok.JobID, tok.Attempt, known.Attempt)
@@ -217,7 +194,7 @@ func (e *Executor) checkFencingLocked(tok FencingToken) ([]*runningTask, error) 
 // # Errors
 //
 // ErrStaleFencing when tok is older than the task's.
-func (e *Executor) CancelTask(_ context.Context, tok FencingToken, executionID string) error {
+func (e *Executor) CancelTask(_ context.Context, tok control.FencingToken, executionID string) error {
 	e.mu.Lock()
 	t, ok := e.tasks[executionID]
 	e.mu.Unlock()
@@ -235,7 +212,7 @@ func (e *Executor) CancelTask(_ context.Context, tok FencingToken, executionID s
 // fencingAllows refuses a command with a token for another job, or from an
 // older attempt of the task's leader session. A newer attempt or another
 // leader session may command the task (it is the leader now).
-func fencingAllows(tok FencingToken, d Deployment, what string) error {
+func fencingAllows(tok control.FencingToken, d control.Deployment, what string) error {
 	if tok.JobID != d.Fencing.JobID ||
 		(tok.LeaderSession == d.Fencing.LeaderSession && tok.Attempt < d.Fencing.Attempt) {
 		return fmt.Errorf("%w: cannot %s %s (job %s attempt %d) with job %s attempt %d",
@@ -256,7 +233,7 @@ func fencingAllows(tok FencingToken, d Deployment, what string) error {
 // inputs (barriers reach it from upstream); rpcerr.ErrInvalidArgument for
 // an id below 1; rpcerr.ErrUnavailable when the task has too many
 // commands queued.
-func (e *Executor) TriggerCheckpoint(_ context.Context, tok FencingToken, executionID string, t checkpoint.Trigger) error {
+func (e *Executor) TriggerCheckpoint(_ context.Context, tok control.FencingToken, executionID string, t checkpoint.Trigger) error {
 	if t.ID < 1 {
 		return fmt.Errorf("%w: checkpoint id %d (ids start at 1)", rpcerr.ErrInvalidArgument, t.ID)
 	}
@@ -281,7 +258,7 @@ func (e *Executor) TriggerCheckpoint(_ context.Context, tok FencingToken, execut
 // not running here (a task that finished needs no notification);
 // rpcerr.ErrInvalidArgument for an id below 1; rpcerr.ErrUnavailable when
 // the task has too many commands queued.
-func (e *Executor) NotifyCheckpoint(_ context.Context, tok FencingToken, executionID string, checkpointID int64, completed bool) error {
+func (e *Executor) NotifyCheckpoint(_ context.Context, tok control.FencingToken, executionID string, checkpointID int64, completed bool) error {
 	if checkpointID < 1 {
 		return fmt.Errorf("%w: checkpoint id %d (ids start at 1)", rpcerr.ErrInvalidArgument, checkpointID)
 	}
@@ -293,7 +270,7 @@ func (e *Executor) NotifyCheckpoint(_ context.Context, tok FencingToken, executi
 }
 
 // commandTarget returns the running task executionID if tok may command it.
-func (e *Executor) commandTarget(tok FencingToken, executionID, what string) (*runningTask, error) {
+func (e *Executor) commandTarget(tok control.FencingToken, executionID, what string) (*runningTask, error) {
 	e.mu.Lock()
 	t, ok := e.tasks[executionID]
 	e.mu.Unlock()
@@ -320,7 +297,7 @@ func controlErr(executionID string, err error) error {
 
 // isSource reports whether d is a source task: its chain starts with a
 // source (a text source or a guest source) and it reads no inputs.
-func isSource(d Deployment) bool {
+func isSource(d control.Deployment) bool {
 	return len(d.Inputs) == 0 && len(d.Chain) > 0 && d.Chain[0].Kind == jobgraph.KindSource
 }
 
@@ -448,20 +425,20 @@ func (e *Executor) run(ctx context.Context, t *runningTask) {
 	}
 	defer remove()
 
-	rep.send(TaskStateUpdate{State: StateDeploying})
+	rep.send(control.TaskUpdate{State: StateDeploying})
 	res, err := e.runTask(ctx, t, rep, log)
-	var final TaskStateUpdate
+	var final control.TaskUpdate
 	switch {
 	case err == nil:
-		final = TaskStateUpdate{State: StateFinished, Accumulators: res.Accumulators, Collected: res.Collected, SinkParts: res.SinkParts}
+		final = control.TaskUpdate{State: StateFinished, Accumulators: res.Accumulators, Collected: res.Collected, SinkParts: res.SinkParts}
 		log.Info("task finished", "collected", len(res.Collected))
 	case ctx.Err() != nil:
 		// Asked to stop: whatever the guest call returned on the way out
 		// (wazero closes the module when the context ends) is not a failure.
-		final = TaskStateUpdate{State: StateCanceled}
+		final = control.TaskUpdate{State: StateCanceled}
 		log.Info("task canceled")
 	default:
-		final = TaskStateUpdate{State: StateFailed, Failure: Describe(err)}
+		final = control.TaskUpdate{State: StateFailed, Failure: Describe(err)}
 		log.Warn("task failed", "err", err)
 	}
 	remove()
@@ -505,7 +482,7 @@ func (e *Executor) runTask(ctx context.Context, rt *runningTask, rep *reporter, 
 		Exchange:    e.cfg.Exchange,
 		Limits:      limits,
 		Logger:      log,
-		OnRunning:   func() { rep.send(TaskStateUpdate{State: StateRunning}) },
+		OnRunning:   func() { rep.send(control.TaskUpdate{State: StateRunning}) },
 		Control:     rt.ctl,
 		Checkpoints: rep,
 	}
@@ -529,7 +506,7 @@ func Describe(err error) string {
 
 // taskLimits is base with each limit the deployment sets, where it is
 // tighter (or base has none).
-func taskLimits(base, dep wasmhost.Limits) wasmhost.Limits {
+func taskLimits(base wasmhost.Limits, dep control.TaskLimits) wasmhost.Limits {
 	lower := func(b, d int64) int64 {
 		if d > 0 && (b <= 0 || d < b) {
 			return d
@@ -537,13 +514,13 @@ func taskLimits(base, dep wasmhost.Limits) wasmhost.Limits {
 		return b
 	}
 	l := base
-	l.MemoryLimitBytes = uint64(lower(int64(base.MemoryLimitBytes), int64(dep.MemoryLimitBytes)))
+	l.MemoryLimitBytes = uint64(lower(int64(base.MemoryLimitBytes), dep.MemoryBytes))
 	l.CallTimeout = time.Duration(lower(int64(base.CallTimeout), int64(dep.CallTimeout)))
-	l.MaxStateBytes = lower(base.MaxStateBytes, dep.MaxStateBytes)
+	l.MaxStateBytes = lower(base.MaxStateBytes, dep.StateBytes)
 	return l
 }
 
-func validateDeployment(d *Deployment) error {
+func validateDeployment(d *control.Deployment) error {
 	var probs []string
 	if d.ExecutionID == "" {
 		probs = append(probs, "no execution id")
@@ -571,6 +548,16 @@ func validateDeployment(d *Deployment) error {
 	}
 	if d.MaxParallelism < d.Parallelism {
 		probs = append(probs, fmt.Sprintf("max parallelism %d below parallelism %d", d.MaxParallelism, d.Parallelism))
+	}
+	if r := d.Restore; r != nil {
+		// A task reads only its own tenant's state.
+		own := "tenants/" + d.Tenant + "/"
+		for _, h := range r.States {
+			if !strings.HasPrefix(h.Key, own) || h.KeyGroupStart > h.KeyGroupEnd {
+				probs = append(probs, fmt.Sprintf("restore handle %q (key groups %d..%d) is not a state object of tenant %q",
+					h.Key, h.KeyGroupStart, h.KeyGroupEnd, d.Tenant))
+			}
+		}
 	}
 	if len(probs) == 0 {
 		return nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/internal/checkpoint"
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/internal/testutil"
@@ -25,20 +26,20 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // it answer ErrRejected.
 type fakeJMs struct {
 	mu       sync.Mutex
-	updates  map[string][]TaskStateUpdate
+	updates  map[string][]control.TaskUpdate
 	reject   bool
 	fail     int // fail this many updates with a retryable error first
 	acks     []checkpoint.Ack
 	declines []checkpoint.Decline
-	fencing  []FencingToken // of each ack and decline
-	events   []string       // "<exec> <STATE>", "<exec> ack <n>", "<exec> decline <n>", in arrival order
+	fencing  []control.FencingToken // of each ack and decline
+	events   []string               // "<exec> <STATE>", "<exec> ack <n>", "<exec> decline <n>", in arrival order
 	// splits, when set, hands out the splits sent on it; closing it means
 	// no more splits.
-	splits    chan InputSplit
+	splits    chan checkpoint.Split
 	nextCalls atomic.Int32
 }
 
-func (f *fakeJMs) UpdateTaskState(_ context.Context, _ string, u TaskStateUpdate) error {
+func (f *fakeJMs) UpdateTaskState(_ context.Context, _ string, u control.TaskUpdate) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fail > 0 {
@@ -49,27 +50,27 @@ func (f *fakeJMs) UpdateTaskState(_ context.Context, _ string, u TaskStateUpdate
 		return fmt.Errorf("%w: %w", ErrRejected, rpcerr.Errorf(rpcerr.ErrStaleFencingToken, "stale"))
 	}
 	if f.updates == nil {
-		f.updates = map[string][]TaskStateUpdate{}
+		f.updates = map[string][]control.TaskUpdate{}
 	}
 	f.updates[u.ExecutionID] = append(f.updates[u.ExecutionID], u)
 	f.events = append(f.events, u.ExecutionID+" "+u.State)
 	return nil
 }
 
-func (f *fakeJMs) NextSplit(ctx context.Context, _ string, _ SplitRequest) (InputSplit, bool, error) {
+func (f *fakeJMs) NextSplit(ctx context.Context, _ string, _ control.SplitRequest) (checkpoint.Split, bool, error) {
 	f.nextCalls.Add(1)
 	if f.splits == nil {
-		return InputSplit{}, true, nil
+		return checkpoint.Split{}, true, nil
 	}
 	select {
 	case sp, ok := <-f.splits:
 		return sp, !ok, nil
 	case <-ctx.Done():
-		return InputSplit{}, false, ctx.Err()
+		return checkpoint.Split{}, false, ctx.Err()
 	}
 }
 
-func (f *fakeJMs) AcknowledgeCheckpoint(_ context.Context, _ string, tok FencingToken, a checkpoint.Ack) error {
+func (f *fakeJMs) AcknowledgeCheckpoint(_ context.Context, _ string, tok control.FencingToken, a checkpoint.Ack) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.acks = append(f.acks, a)
@@ -78,7 +79,7 @@ func (f *fakeJMs) AcknowledgeCheckpoint(_ context.Context, _ string, tok Fencing
 	return nil
 }
 
-func (f *fakeJMs) DeclineCheckpoint(_ context.Context, _ string, tok FencingToken, d checkpoint.Decline) error {
+func (f *fakeJMs) DeclineCheckpoint(_ context.Context, _ string, tok control.FencingToken, d checkpoint.Decline) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.declines = append(f.declines, d)
@@ -103,19 +104,19 @@ func (f *fakeJMs) states(exec string) []string {
 	return out
 }
 
-func (f *fakeJMs) final(exec string) (TaskStateUpdate, bool) {
+func (f *fakeJMs) final(exec string) (control.TaskUpdate, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	us := f.updates[exec]
 	if len(us) == 0 {
-		return TaskStateUpdate{}, false
+		return control.TaskUpdate{}, false
 	}
 	u := us[len(us)-1]
 	switch u.State {
 	case StateFinished, StateFailed, StateCanceled:
 		return u, true
 	}
-	return TaskStateUpdate{}, false
+	return control.TaskUpdate{}, false
 }
 
 func newExecutor(t *testing.T, slots int, jms JobMasters) *Executor {
@@ -138,9 +139,9 @@ func newExecutor(t *testing.T, slots int, jms JobMasters) *Executor {
 
 // deployment of a task whose module does not exist: it ends FAILED at once,
 // which is all the slot-table tests need.
-func deployment(job, exec, alloc string, attempt int64) Deployment {
-	return Deployment{
-		Fencing:          FencingToken{LeaderSession: "s1", JobID: job, Attempt: attempt},
+func deployment(job, exec, alloc string, attempt int64) control.Deployment {
+	return control.Deployment{
+		Fencing:          control.FencingToken{LeaderSession: "s1", JobID: job, Attempt: attempt},
 		ExecutionID:      exec,
 		JobID:            job,
 		Tenant:           "default",
@@ -158,15 +159,25 @@ func TestDeployValidates(t *testing.T) {
 	e := newExecutor(t, 1, &fakeJMs{})
 	tests := []struct {
 		name string
-		mod  func(*Deployment)
+		mod  func(*control.Deployment)
 		want string
 	}{
-		{"no execution id", func(d *Deployment) { d.ExecutionID = "" }, "no execution id"},
-		{"no allocation", func(d *Deployment) { d.AllocationID = "" }, "no allocation id"},
-		{"token for another job", func(d *Deployment) { d.Fencing.JobID = "other" }, "fencing token is for job"},
-		{"empty chain", func(d *Deployment) { d.Chain = nil }, "empty operator chain"},
-		{"subtask out of range", func(d *Deployment) { d.Subtask = 3 }, "subtask 3 of parallelism 1"},
-		{"no jobmaster", func(d *Deployment) { d.JobMasterAddress = "" }, "no jobmaster address"},
+		{"no execution id", func(d *control.Deployment) { d.ExecutionID = "" }, "no execution id"},
+		{"no allocation", func(d *control.Deployment) { d.AllocationID = "" }, "no allocation id"},
+		{"token for another job", func(d *control.Deployment) { d.Fencing.JobID = "other" }, "fencing token is for job"},
+		{"empty chain", func(d *control.Deployment) { d.Chain = nil }, "empty operator chain"},
+		{"subtask out of range", func(d *control.Deployment) { d.Subtask = 3 }, "subtask 3 of parallelism 1"},
+		{"no jobmaster", func(d *control.Deployment) { d.JobMasterAddress = "" }, "no jobmaster address"},
+		{"foreign restore", func(d *control.Deployment) {
+			d.Restore = &checkpoint.TaskRestore{CheckpointID: 7, States: []checkpoint.StateHandle{
+				{Key: "tenants/other/jobs/j/checkpoints/00000000000000000007/task-1_2-0.state", KeyGroupEnd: 63},
+			}}
+		}, "is not a state object of tenant"},
+		{"inverted key groups", func(d *control.Deployment) {
+			d.Restore = &checkpoint.TaskRestore{CheckpointID: 7, States: []checkpoint.StateHandle{
+				{Key: "tenants/" + d.Tenant + "/jobs/j/checkpoints/00000000000000000007/task-1_2-0.state", KeyGroupStart: 9, KeyGroupEnd: 3},
+			}}
+		}, "key groups 9..3"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -273,7 +284,7 @@ func TestFencing(t *testing.T) {
 	}
 	// Cancel with a token for another job is refused if the task runs;
 	// unknown executions are fine.
-	if err := e.CancelTask(ctx, FencingToken{LeaderSession: "s2", JobID: "j"}, "nope"); err != nil {
+	if err := e.CancelTask(ctx, control.FencingToken{LeaderSession: "s2", JobID: "j"}, "nope"); err != nil {
 		t.Fatalf("cancel of an unknown execution: %v", err)
 	}
 }

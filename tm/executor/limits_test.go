@@ -4,21 +4,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/wasmhost"
 )
 
 func TestTaskLimitsOnlyTighten(t *testing.T) {
 	base := wasmhost.Limits{MemoryLimitBytes: 64 << 20, CallTimeout: 5 * time.Second, MaxLogBytes: 1 << 20}
 	for _, tc := range []struct {
-		name      string
-		base, dep wasmhost.Limits
-		want      wasmhost.Limits
+		name string
+		base wasmhost.Limits
+		dep  control.TaskLimits
+		want wasmhost.Limits
 	}{
-		{"no quotas", base, wasmhost.Limits{}, base},
-		{"tighter", base, wasmhost.Limits{MemoryLimitBytes: 16 << 20, CallTimeout: time.Second, MaxStateBytes: 1 << 20},
+		{"no quotas", base, control.TaskLimits{}, base},
+		{"tighter", base, control.TaskLimits{MemoryBytes: 16 << 20, CallTimeout: time.Second, StateBytes: 1 << 20},
 			wasmhost.Limits{MemoryLimitBytes: 16 << 20, CallTimeout: time.Second, MaxStateBytes: 1 << 20, MaxLogBytes: 1 << 20}},
-		{"looser is ignored", base, wasmhost.Limits{MemoryLimitBytes: 1 << 30, CallTimeout: time.Hour}, base},
-		{"no base", wasmhost.Limits{}, wasmhost.Limits{MemoryLimitBytes: 8 << 20}, wasmhost.Limits{MemoryLimitBytes: 8 << 20}},
+		{"looser is ignored", base, control.TaskLimits{MemoryBytes: 1 << 30, CallTimeout: time.Hour}, base},
+		{"negative is ignored", base, control.TaskLimits{MemoryBytes: -1, CallTimeout: -time.Second, StateBytes: -1}, base},
+		{"no base", wasmhost.Limits{}, control.TaskLimits{MemoryBytes: 8 << 20}, wasmhost.Limits{MemoryLimitBytes: 8 << 20}},
 	} {
 		if got := taskLimits(tc.base, tc.dep); got != tc.want {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)

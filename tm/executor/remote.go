@@ -7,16 +7,9 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/checkpoint"
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 )
-
-// FencingToken identifies the JobMaster attempt allowed to command a task:
-// a JobManager leader session, a job and the job's attempt (restart count).
-type FencingToken struct {
-	LeaderSession string
-	JobID         string
-	Attempt       int64
-}
 
 // Task states reported to the JobMaster.
 const (
@@ -27,41 +20,13 @@ const (
 	StateFailed    = "FAILED"
 )
 
-// TaskStateUpdate is one task state change sent to the task's JobMaster.
-type TaskStateUpdate struct {
-	Fencing      FencingToken
-	ExecutionID  string
-	State        string
-	Failure      string           // FAILED: the root cause, with the guest's stack trace
-	Accumulators map[string]int64 // FINISHED
-	Collected    [][]byte         // FINISHED: collect-sink records
-	// FINISHED: file-sink parts no completed checkpoint committed, for the
-	// JobMaster's final commit.
-	SinkParts []checkpoint.SinkPart
-}
-
-// SplitRequest asks a JobMaster for the next input split of a source subtask.
-type SplitRequest struct {
-	Fencing     FencingToken
-	ExecutionID string
-	VertexID    int
-	Subtask     int
-}
-
-// InputSplit is a byte range of one blob object.
-type InputSplit struct {
-	Key    string
-	Offset int64
-	Length int64
-}
-
 // JobMasters reaches the JobMaster of a job at the address its deployment
 // named. Implementations time out every call.
 type JobMasters interface {
-	UpdateTaskState(ctx context.Context, address string, u TaskStateUpdate) error
-	NextSplit(ctx context.Context, address string, req SplitRequest) (split InputSplit, done bool, err error)
-	AcknowledgeCheckpoint(ctx context.Context, address string, f FencingToken, a checkpoint.Ack) error
-	DeclineCheckpoint(ctx context.Context, address string, f FencingToken, d checkpoint.Decline) error
+	UpdateTaskState(ctx context.Context, address string, u control.TaskUpdate) error
+	NextSplit(ctx context.Context, address string, req control.SplitRequest) (split checkpoint.Split, done bool, err error)
+	AcknowledgeCheckpoint(ctx context.Context, address string, f control.FencingToken, a checkpoint.Ack) error
+	DeclineCheckpoint(ctx context.Context, address string, f control.FencingToken, d checkpoint.Decline) error
 }
 
 // SlotStatus is one slot in a slot report.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/checkpoint"
+	"github.com/sluicehq/sluice/internal/control"
 )
 
 // reporter sends one task's messages to its JobMaster in order — state
@@ -17,7 +18,7 @@ import (
 // them: a FINISHED update never overtakes the task's last acknowledgement.
 type reporter struct {
 	jms     JobMasters
-	d       Deployment
+	d       control.Deployment
 	timeout time.Duration
 	log     *slog.Logger
 	// abandon cancels the task when the JobMaster rejects an update: it no
@@ -33,7 +34,7 @@ type reporter struct {
 
 // report is one queued message: exactly one field is set.
 type report struct {
-	update  *TaskStateUpdate
+	update  *control.TaskUpdate
 	ack     *checkpoint.Ack
 	decline *checkpoint.Decline
 }
@@ -49,7 +50,7 @@ func (r report) what() []any {
 	}
 }
 
-func newReporter(ctx context.Context, jms JobMasters, d Deployment, timeout time.Duration, log *slog.Logger, abandon func()) *reporter {
+func newReporter(ctx context.Context, jms JobMasters, d control.Deployment, timeout time.Duration, log *slog.Logger, abandon func()) *reporter {
 	r := &reporter{
 		jms: jms, d: d, timeout: timeout, log: log, abandon: abandon,
 		wake: make(chan struct{}, 1),
@@ -60,7 +61,7 @@ func newReporter(ctx context.Context, jms JobMasters, d Deployment, timeout time
 }
 
 // send queues u; it never blocks.
-func (r *reporter) send(u TaskStateUpdate) {
+func (r *reporter) send(u control.TaskUpdate) {
 	u.Fencing = r.d.Fencing
 	u.ExecutionID = r.d.ExecutionID
 	r.enqueue(report{update: &u})

@@ -7,14 +7,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/jobmaster"
 	jmclient "github.com/sluicehq/sluice/idl/kitex_gen/sluice/jobmaster/jobmaster"
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/resourcemanager"
 	rmclient "github.com/sluicehq/sluice/idl/kitex_gen/sluice/resourcemanager/resourcemanager"
 	"github.com/sluicehq/sluice/internal/checkpoint"
-	"github.com/sluicehq/sluice/internal/cpwire"
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/internal/rpcserver"
+	"github.com/sluicehq/sluice/internal/rpcwire"
 	"github.com/sluicehq/sluice/tm/executor"
 )
 
@@ -38,7 +38,7 @@ func NewResourceManager(addr string, cfg rpcserver.ClientConfig) (*ResourceManag
 func (r *ResourceManager) Register(ctx context.Context, reg executor.Registration) (executor.Registered, error) {
 	resp, err := r.c.RegisterTaskManager(ctx, registrationToWire(reg))
 	if err != nil {
-		return executor.Registered{}, fmt.Errorf("register task manager: %w", rpcerr.FromCall(err))
+		return executor.Registered{}, fmt.Errorf("register task manager: %w", rpcserver.FromCall(err))
 	}
 	return executor.Registered{
 		RegistrationID:    resp.GetRegistrationId(),
@@ -56,7 +56,7 @@ func (r *ResourceManager) Heartbeat(ctx context.Context, h executor.Heartbeat) (
 		Metrics:        h.Metrics,
 	})
 	if err != nil {
-		return false, fmt.Errorf("heartbeat: %w", rpcerr.FromCall(err))
+		return false, fmt.Errorf("heartbeat: %w", rpcserver.FromCall(err))
 	}
 	return resp.GetKnown(), nil
 }
@@ -93,63 +93,54 @@ func (j *JobMasters) client(addr string) (jmclient.Client, error) {
 }
 
 // UpdateTaskState reports a task state.
-func (j *JobMasters) UpdateTaskState(ctx context.Context, addr string, u executor.TaskStateUpdate) error {
+func (j *JobMasters) UpdateTaskState(ctx context.Context, addr string, u control.TaskUpdate) error {
 	c, err := j.client(addr)
 	if err != nil {
 		return err
 	}
-	if err := c.UpdateTaskState(ctx, updateToWire(u)); err != nil {
-		return fmt.Errorf("report %s of %s: %w", u.State, u.ExecutionID, rejected(rpcerr.FromCall(err)))
+	if err := c.UpdateTaskState(ctx, rpcwire.TaskUpdateToWire(u)); err != nil {
+		return fmt.Errorf("report %s of %s: %w", u.State, u.ExecutionID, rejected(rpcserver.FromCall(err)))
 	}
 	return nil
 }
 
 // NextSplit asks for a source subtask's next input split.
-func (j *JobMasters) NextSplit(ctx context.Context, addr string, req executor.SplitRequest) (executor.InputSplit, bool, error) {
+func (j *JobMasters) NextSplit(ctx context.Context, addr string, req control.SplitRequest) (checkpoint.Split, bool, error) {
 	c, err := j.client(addr)
 	if err != nil {
-		return executor.InputSplit{}, false, err
+		return checkpoint.Split{}, false, err
 	}
-	resp, err := c.RequestNextSplit(ctx, &jobmaster.NextSplitRequest{
-		Fencing:     fencingToWire(req.Fencing),
-		ExecutionId: req.ExecutionID,
-		VertexId:    int32(req.VertexID),
-		Subtask:     int32(req.Subtask),
-	})
+	resp, err := c.RequestNextSplit(ctx, rpcwire.SplitRequestToWire(req))
 	if err != nil {
-		return executor.InputSplit{}, false, rejected(rpcerr.FromCall(err))
+		return checkpoint.Split{}, false, rejected(rpcserver.FromCall(err))
 	}
-	if resp.GetDone() {
-		return executor.InputSplit{}, true, nil
+	sp, done, err := rpcwire.NextSplitFromWire(resp)
+	if err != nil {
+		return checkpoint.Split{}, false, rpcerr.Errorf(rpcerr.ErrInternal, "%w", err)
 	}
-	sp := resp.GetSplit()
-	if sp == nil {
-		return executor.InputSplit{}, false, rpcerr.Errorf(rpcerr.ErrInternal, "job master answered neither a split nor done")
-	}
-	return executor.InputSplit{Key: sp.GetKey(), Offset: sp.GetOffset(), Length: sp.GetLength()}, false, nil
+	return sp, done, nil
 }
 
 // AcknowledgeCheckpoint acknowledges a checkpoint for a task.
-func (j *JobMasters) AcknowledgeCheckpoint(ctx context.Context, addr string, f executor.FencingToken, a checkpoint.Ack) error {
+func (j *JobMasters) AcknowledgeCheckpoint(ctx context.Context, addr string, f control.FencingToken, a checkpoint.Ack) error {
 	c, err := j.client(addr)
 	if err != nil {
 		return err
 	}
-	if err := c.AcknowledgeCheckpoint(ctx, cpwire.AckToWire(fencingToWire(f), a)); err != nil {
-		return fmt.Errorf("acknowledge checkpoint %d of %s: %w", a.CheckpointID, a.ExecutionID, rejected(rpcerr.FromCall(err)))
+	if err := c.AcknowledgeCheckpoint(ctx, rpcwire.AckToWire(f, a)); err != nil {
+		return fmt.Errorf("acknowledge checkpoint %d of %s: %w", a.CheckpointID, a.ExecutionID, rejected(rpcserver.FromCall(err)))
 	}
 	return nil
 }
 
 // DeclineCheckpoint declines a checkpoint for a task.
-func (j *JobMasters) DeclineCheckpoint(ctx context.Context, addr string, f executor.FencingToken, d checkpoint.Decline) error {
+func (j *JobMasters) DeclineCheckpoint(ctx context.Context, addr string, f control.FencingToken, d checkpoint.Decline) error {
 	c, err := j.client(addr)
 	if err != nil {
 		return err
 	}
-	req := &jobmaster.DeclineCheckpointRequest{Fencing: fencingToWire(f), ExecutionId: d.ExecutionID, CheckpointId: d.CheckpointID, Reason: d.Reason}
-	if err := c.DeclineCheckpoint(ctx, req); err != nil {
-		return fmt.Errorf("decline checkpoint %d of %s: %w", d.CheckpointID, d.ExecutionID, rejected(rpcerr.FromCall(err)))
+	if err := c.DeclineCheckpoint(ctx, rpcwire.DeclineToWire(f, d)); err != nil {
+		return fmt.Errorf("decline checkpoint %d of %s: %w", d.CheckpointID, d.ExecutionID, rejected(rpcserver.FromCall(err)))
 	}
 	return nil
 }

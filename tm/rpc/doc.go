@@ -1,6 +1,8 @@
 // Package rpc is the TaskManager's Kitex boundary: the TaskExecutor handler
 // the JobManager calls, and the ResourceManager and JobMaster clients the
-// TaskManager calls. It converts between idl/kitex_gen and tm/executor's
-// types (convert.go) and maps errors through internal/rpcerr; nothing else in
-// tm imports kitex_gen.
+// TaskManager calls. The control vocabulary (internal/control) is converted
+// by internal/rpcwire, the same functions jm/rpc uses; convert.go holds only
+// the registration and heartbeat with the ResourceManager. Errors cross with
+// rpcserver.ToWire and rpcserver.FromCall; nothing else in tm imports
+// kitex_gen.
 package rpc

@@ -9,56 +9,32 @@ import (
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/common"
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/taskexecutor"
 	"github.com/sluicehq/sluice/internal/checkpoint"
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/rpcerr"
+	"github.com/sluicehq/sluice/internal/rpcserver"
 	"github.com/sluicehq/sluice/tm/executor"
 )
-
-func TestDecodeChain(t *testing.T) {
-	for _, in := range []string{
-		`[{"id":1,"name":"src","kind":"source","connector":"text"},{"id":2,"name":"m","kind":"map"}]`,
-		` {"vertices":[{"id":1,"name":"src","kind":"source","connector":"text"},{"id":2,"name":"m","kind":"map"}]}`,
-	} {
-		vs, err := DecodeChain([]byte(in))
-		if err != nil || len(vs) != 2 || vs[0].Connector != jobgraph.ConnectorText || vs[1].Kind != jobgraph.KindMap {
-			t.Errorf("DecodeChain(%s) = %+v, %v", in, vs, err)
-		}
-	}
-	if _, err := DecodeChain([]byte("nope")); err == nil {
-		t.Error("DecodeChain(nope) succeeded")
-	}
-}
-
-func TestPartitionerRoundTrip(t *testing.T) {
-	for i, p := range partitioners {
-		if PartitionerToWire(p) != int32(i) {
-			t.Errorf("PartitionerToWire(%s) = %d", p, PartitionerToWire(p))
-		}
-	}
-	if PartitionerToWire("zigzag") != -1 {
-		t.Error("unknown partitioner has a wire number")
-	}
-}
 
 // recorder is an Executor that records what it was asked and returns err.
 type recorder struct {
 	trig   checkpoint.Trigger
 	cpID   int64
 	done   bool
-	d      executor.Deployment
-	tok    executor.FencingToken
+	d      control.Deployment
+	tok    control.FencingToken
 	exec   string
 	alloc  string
 	err    error
 	called bool
 }
 
-func (r *recorder) DeployTask(_ context.Context, d executor.Deployment) error {
+func (r *recorder) DeployTask(_ context.Context, d control.Deployment) error {
 	r.called, r.d = true, d
 	return r.err
 }
 
-func (r *recorder) CancelTask(_ context.Context, tok executor.FencingToken, exec string) error {
+func (r *recorder) CancelTask(_ context.Context, tok control.FencingToken, exec string) error {
 	r.called, r.tok, r.exec = true, tok, exec
 	return r.err
 }
@@ -68,12 +44,12 @@ func (r *recorder) FreeSlot(_ context.Context, alloc string) error {
 	return r.err
 }
 
-func (r *recorder) TriggerCheckpoint(_ context.Context, tok executor.FencingToken, exec string, t checkpoint.Trigger) error {
+func (r *recorder) TriggerCheckpoint(_ context.Context, tok control.FencingToken, exec string, t checkpoint.Trigger) error {
 	r.called, r.tok, r.exec, r.trig = true, tok, exec, t
 	return r.err
 }
 
-func (r *recorder) NotifyCheckpoint(_ context.Context, tok executor.FencingToken, exec string, id int64, completed bool) error {
+func (r *recorder) NotifyCheckpoint(_ context.Context, tok control.FencingToken, exec string, id int64, completed bool) error {
 	r.called, r.tok, r.exec, r.cpID, r.done = true, tok, exec, id, completed
 	return r.err
 }
@@ -90,13 +66,16 @@ func wireCode(t *testing.T, err error) common.ErrorCode {
 func TestDeployTaskHandler(t *testing.T) {
 	good := func() *taskexecutor.TaskDeployment {
 		return &taskexecutor.TaskDeployment{
-			Fencing:          &common.FencingToken{LeaderSession: "s", JobId: "j", Attempt: 2},
-			ExecutionId:      "j.t0",
-			JobId:            "j",
-			Tenant:           "default",
-			ModuleDigest:     "sha256-00",
-			Args_:            []string{"--input", "x"},
-			Chain:            []byte(`[{"id":1,"name":"src","kind":"source","connector":"text"},{"id":2,"name":"tok","kind":"flat_map"}]`),
+			Fencing:      &common.FencingToken{LeaderSession: "s", JobId: "j", Attempt: 2},
+			ExecutionId:  "j.t0",
+			JobId:        "j",
+			Tenant:       "default",
+			ModuleDigest: "sha256-00",
+			Args_:        []string{"--input", "x"},
+			Chain: []*taskexecutor.Vertex{
+				{Id: 1, Name: "src", Kind: "source", Connector: "text"},
+				{Id: 2, Name: "tok", Kind: "flat_map"},
+			},
 			Subtask:          1,
 			Parallelism:      2,
 			MaxParallelism:   128,
@@ -116,7 +95,7 @@ func TestDeployTaskHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := rec.d
-	if d.Fencing != (executor.FencingToken{LeaderSession: "s", JobID: "j", Attempt: 2}) || d.ExecutionID != "j.t0" ||
+	if d.Fencing != (control.FencingToken{LeaderSession: "s", JobID: "j", Attempt: 2}) || d.ExecutionID != "j.t0" ||
 		len(d.Chain) != 2 || d.Chain[1].Kind != jobgraph.KindFlatMap || d.Subtask != 1 || d.Parallelism != 2 ||
 		len(d.Inputs) != 1 || d.Inputs[0].Producers != 2 || len(d.Outputs) != 1 || d.Outputs[0].Partitioner != jobgraph.Hash ||
 		len(d.Outputs[0].Targets) != 2 || d.AllocationID != "alloc" || d.JobMasterAddress != "jm:1" || d.Config["k"] != "v" ||
@@ -130,11 +109,8 @@ func TestDeployTaskHandler(t *testing.T) {
 		want string
 	}{
 		{"no fencing", func(r *taskexecutor.TaskDeployment) { r.Fencing = nil }, "no fencing token"},
-		{"chain not json", func(r *taskexecutor.TaskDeployment) { r.Chain = []byte("{") }, "chain is not"},
+		{"missing vertex", func(r *taskexecutor.TaskDeployment) { r.Chain[1] = nil }, "chain vertex 2 of 2 is missing"},
 		{"unknown partitioner", func(r *taskexecutor.TaskDeployment) { r.Outputs[0].Partitioner = 9 }, "unknown partitioner 9"},
-		{"foreign restore", func(r *taskexecutor.TaskDeployment) {
-			r.Restore.States[0].Key = "tenants/other/jobs/j/checkpoints/00000000000000000007/task-1_2-0.state"
-		}, "is not a state object of tenant"},
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
@@ -165,7 +141,7 @@ func TestDeployTaskHandler(t *testing.T) {
 		if got := wireCode(t, err); got != tc.code {
 			t.Errorf("%v went out as %v; want %v", tc.err, got, tc.code)
 		}
-		if back := rpcerr.FromWire(err.(*common.SluiceError)); !errors.Is(back, rpcerr.ErrInvalidArgument) && tc.code == common.ErrorCode_INVALID_ARGUMENT {
+		if back := rpcserver.FromWire(err.(*common.SluiceError)); !errors.Is(back, rpcerr.ErrInvalidArgument) && tc.code == common.ErrorCode_INVALID_ARGUMENT {
 			t.Errorf("round trip lost the code: %v", back)
 		}
 	}

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/cloudwego/kitex/server"
 
@@ -9,20 +10,21 @@ import (
 	tesvc "github.com/sluicehq/sluice/idl/kitex_gen/sluice/taskexecutor/taskexecutor"
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/checkpoint"
-	"github.com/sluicehq/sluice/internal/cpwire"
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/internal/rpcserver"
+	"github.com/sluicehq/sluice/internal/rpcwire"
 	"github.com/sluicehq/sluice/tm/executor"
 )
 
 // Executor is the domain side of the TaskExecutor service
 // (*executor.Executor).
 type Executor interface {
-	DeployTask(ctx context.Context, d executor.Deployment) error
-	CancelTask(ctx context.Context, tok executor.FencingToken, executionID string) error
+	DeployTask(ctx context.Context, d control.Deployment) error
+	CancelTask(ctx context.Context, tok control.FencingToken, executionID string) error
 	FreeSlot(ctx context.Context, allocationID string) error
-	TriggerCheckpoint(ctx context.Context, tok executor.FencingToken, executionID string, t checkpoint.Trigger) error
-	NotifyCheckpoint(ctx context.Context, tok executor.FencingToken, executionID string, checkpointID int64, completed bool) error
+	TriggerCheckpoint(ctx context.Context, tok control.FencingToken, executionID string, t checkpoint.Trigger) error
+	NotifyCheckpoint(ctx context.Context, tok control.FencingToken, executionID string, checkpointID int64, completed bool) error
 }
 
 // TaskExecutor serves the TaskExecutor Kitex service. Every method runs the
@@ -60,57 +62,57 @@ func (h *TaskExecutor) peer(ctx context.Context) error {
 // DeployTask accepts a task into a slot and starts it.
 func (h *TaskExecutor) DeployTask(ctx context.Context, req *taskexecutor.TaskDeployment) error {
 	if err := h.peer(ctx); err != nil {
-		return rpcerr.ToWire(err)
+		return rpcserver.ToWire(err)
 	}
-	d, err := deploymentFromWire(req)
+	d, err := rpcwire.DeploymentFromWire(req)
 	if err != nil {
-		return rpcerr.ToWire(err)
+		return rpcserver.ToWire(fmt.Errorf("%w: %v", executor.ErrInvalidDeployment, err))
 	}
-	return rpcerr.ToWire(h.ex.DeployTask(ctx, d))
+	return rpcserver.ToWire(h.ex.DeployTask(ctx, d))
 }
 
 // CancelTask stops a running task.
 func (h *TaskExecutor) CancelTask(ctx context.Context, req *taskexecutor.CancelTaskRequest) error {
 	if err := h.peer(ctx); err != nil {
-		return rpcerr.ToWire(err)
+		return rpcserver.ToWire(err)
 	}
 	if req == nil || req.Fencing == nil || req.GetExecutionId() == "" {
-		return rpcerr.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "cancel task: need a fencing token and an execution id"))
+		return rpcserver.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "cancel task: need a fencing token and an execution id"))
 	}
-	return rpcerr.ToWire(h.ex.CancelTask(ctx, fencingFromWire(req.Fencing), req.GetExecutionId()))
+	return rpcserver.ToWire(h.ex.CancelTask(ctx, rpcwire.FencingFromWire(req.Fencing), req.GetExecutionId()))
 }
 
 // TriggerCheckpoint starts a checkpoint at a source task.
 func (h *TaskExecutor) TriggerCheckpoint(ctx context.Context, req *taskexecutor.TriggerCheckpointRequest) error {
 	if err := h.peer(ctx); err != nil {
-		return rpcerr.ToWire(err)
+		return rpcserver.ToWire(err)
 	}
 	if req == nil || req.Fencing == nil || req.GetExecutionId() == "" || req.GetCheckpointId() < 1 {
-		return rpcerr.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "trigger checkpoint: need a fencing token, an execution id and a checkpoint id ≥ 1"))
+		return rpcserver.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "trigger checkpoint: need a fencing token, an execution id and a checkpoint id ≥ 1"))
 	}
-	return rpcerr.ToWire(h.ex.TriggerCheckpoint(ctx, fencingFromWire(req.Fencing), req.GetExecutionId(), cpwire.TriggerFromWire(req)))
+	return rpcserver.ToWire(h.ex.TriggerCheckpoint(ctx, rpcwire.FencingFromWire(req.Fencing), req.GetExecutionId(), rpcwire.TriggerFromWire(req)))
 }
 
 // NotifyCheckpoint tells a task that a checkpoint completed or aborted.
 func (h *TaskExecutor) NotifyCheckpoint(ctx context.Context, req *taskexecutor.NotifyCheckpointRequest) error {
 	if err := h.peer(ctx); err != nil {
-		return rpcerr.ToWire(err)
+		return rpcserver.ToWire(err)
 	}
 	if req == nil || req.Fencing == nil || req.GetExecutionId() == "" {
-		return rpcerr.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "notify checkpoint: need a fencing token and an execution id"))
+		return rpcserver.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "notify checkpoint: need a fencing token and an execution id"))
 	}
-	return rpcerr.ToWire(h.ex.NotifyCheckpoint(ctx, fencingFromWire(req.Fencing), req.GetExecutionId(), req.GetCheckpointId(), req.GetCompleted()))
+	return rpcserver.ToWire(h.ex.NotifyCheckpoint(ctx, rpcwire.FencingFromWire(req.Fencing), req.GetExecutionId(), req.GetCheckpointId(), req.GetCompleted()))
 }
 
 // FreeSlot returns a slot to the pool.
 func (h *TaskExecutor) FreeSlot(ctx context.Context, allocationID string) error {
 	if err := h.peer(ctx); err != nil {
-		return rpcerr.ToWire(err)
+		return rpcserver.ToWire(err)
 	}
 	if allocationID == "" {
-		return rpcerr.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "free slot: no allocation id"))
+		return rpcserver.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "free slot: no allocation id"))
 	}
-	return rpcerr.ToWire(h.ex.FreeSlot(ctx, allocationID))
+	return rpcserver.ToWire(h.ex.FreeSlot(ctx, allocationID))
 }
 
 // RegisterTaskExecutor returns the registration of the TaskExecutor service

@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/blob/blobtest"
 	"github.com/sluicehq/sluice/internal/abi"
 	"github.com/sluicehq/sluice/internal/checkpoint"
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/tm/exchange"
@@ -149,7 +150,7 @@ func writer(t *testing.T, m *exchange.Manager, rid string, producer, consumers i
 	for i := range targets {
 		targets[i] = m.Addr()
 	}
-	w, err := m.OpenOutput(context.Background(), exchange.OutputSpec{ResultID: rid, Partitioner: part, Targets: targets, ProducerSubtask: producer})
+	w, err := m.OpenOutput(context.Background(), control.OutputSpec{ResultID: rid, Partitioner: part, Targets: targets}, producer, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,9 +224,9 @@ func TestAlignmentSnapshotAndRestore(t *testing.T) {
 				Chain: chain, Parallelism: 1, MaxParallelism: 128,
 			}
 			if gates == 1 {
-				spec.Inputs = []exchange.InputSpec{{ResultID: "in", Producers: 2}}
+				spec.Inputs = []control.InputSpec{{ResultID: "in", Producers: 2}}
 			} else {
-				spec.Inputs = []exchange.InputSpec{{ResultID: "left", Producers: 1}, {ResultID: "right", Producers: 1}}
+				spec.Inputs = []control.InputSpec{{ResultID: "left", Producers: 1}, {ResultID: "right", Producers: 1}}
 			}
 			deps := Deps{Modules: oneModule{mod}, Blob: store, Exchange: m, Control: ctl, Checkpoints: acks}
 			run := start(ctx, spec, deps)
@@ -267,7 +268,7 @@ func TestAlignmentSnapshotAndRestore(t *testing.T) {
 			// barrier.
 			spec2 := spec
 			spec2.ExecutionID = "sum-restored"
-			spec2.Inputs = []exchange.InputSpec{{ResultID: "in2", Producers: 1}}
+			spec2.Inputs = []control.InputSpec{{ResultID: "in2", Producers: 1}}
 			spec2.Restore = &checkpoint.TaskRestore{CheckpointID: 1, States: []checkpoint.StateHandle{*ack.State}}
 			run2 := start(ctx, spec2, Deps{Modules: oneModule{mod}, Blob: store, Exchange: m})
 			w := writer(t, m, "in2", 0, 1, jobgraph.Forward)
@@ -303,7 +304,7 @@ func TestRescaleRestore(t *testing.T) {
 		runs = append(runs, start(ctx, Spec{
 			ExecutionID: fmt.Sprint("sum-", sub), JobID: "job1", Tenant: "acme", ModuleDigest: mod.Digest(), Args: []string{"sum"},
 			Chain: chain, Subtask: sub, Parallelism: 2, MaxParallelism: 128,
-			Inputs: []exchange.InputSpec{{ResultID: "in", Producers: 1}},
+			Inputs: []control.InputSpec{{ResultID: "in", Producers: 1}},
 		}, Deps{Modules: oneModule{mod}, Blob: store, Exchange: m, Checkpoints: acks}))
 	}
 	w := writer(t, m, "in", 0, 2, jobgraph.Hash)
@@ -336,7 +337,7 @@ func TestRescaleRestore(t *testing.T) {
 	run := start(ctx, Spec{
 		ExecutionID: "sum-merged", JobID: "job1", Tenant: "acme", ModuleDigest: mod.Digest(), Args: []string{"sum"},
 		Chain: chain, Parallelism: 1, MaxParallelism: 128,
-		Inputs:  []exchange.InputSpec{{ResultID: "merged", Producers: 1}},
+		Inputs:  []control.InputSpec{{ResultID: "merged", Producers: 1}},
 		Restore: &checkpoint.TaskRestore{CheckpointID: 1, States: states},
 	}, Deps{Modules: oneModule{mod}, Blob: store, Exchange: m})
 	w2 := writer(t, m, "merged", 0, 1, jobgraph.Forward)
@@ -364,7 +365,7 @@ func TestRestoreFailureNamesTheObject(t *testing.T) {
 	for _, key := range []string{"tenants/acme/jobs/job1/checkpoints/00000000000000000004/missing.state", "tenants/acme/jobs/job1/checkpoints/00000000000000000004/bad.state"} {
 		_, err := Run(context.Background(), Spec{
 			ExecutionID: "r", JobID: "job1", Tenant: "acme", ModuleDigest: mod.Digest(), Args: []string{"sum"},
-			Chain: chain, Parallelism: 1, Inputs: []exchange.InputSpec{{ResultID: "x", Producers: 1}},
+			Chain: chain, Parallelism: 1, Inputs: []control.InputSpec{{ResultID: "x", Producers: 1}},
 			Restore: &checkpoint.TaskRestore{CheckpointID: 4, States: []checkpoint.StateHandle{{Key: key, KeyGroupEnd: 127}}},
 		}, Deps{Modules: oneModule{mod}, Blob: store, Exchange: newManager(t)})
 		if err == nil || !strings.Contains(err.Error(), "checkpoint 4") || !strings.Contains(err.Error(), key) {
@@ -456,7 +457,7 @@ func TestAlignmentSupersededAndAborted(t *testing.T) {
 			store := openStore(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			out, err := m.OpenInput(ctx, exchange.InputSpec{ResultID: "out", Producers: 1})
+			out, err := m.OpenInput(ctx, control.InputSpec{ResultID: "out", Producers: 1}, 0)
 			must(t, err)
 			defer out.Close()
 			acks := &fakeAcks{}
@@ -465,16 +466,16 @@ func TestAlignmentSupersededAndAborted(t *testing.T) {
 			spec := Spec{
 				ExecutionID: "up", JobID: "job1", Tenant: "acme", ModuleDigest: mod.Digest(), Args: []string{"upper"},
 				Chain: []jobgraph.Vertex{upper}, Parallelism: 1,
-				Outputs: []exchange.OutputSpec{{ResultID: "out", Partitioner: jobgraph.Forward, Targets: []string{m.Addr()}}},
+				Outputs: []control.OutputSpec{{ResultID: "out", Partitioner: jobgraph.Forward, Targets: []string{m.Addr()}}},
 			}
 			open := func(name string) (a, b *exchange.ResultWriter) {
 				if gates == 1 {
-					spec.Inputs = []exchange.InputSpec{{ResultID: name, Producers: 2}}
+					spec.Inputs = []control.InputSpec{{ResultID: name, Producers: 2}}
 					run := start(ctx, spec, Deps{Modules: oneModule{mod}, Blob: store, Exchange: m, Control: ctl, Checkpoints: acks, Logger: slog.New(logs)})
 					t.Cleanup(func() { <-run.done })
 					return writer(t, m, name, 0, 1, jobgraph.Rebalance), writer(t, m, name, 1, 1, jobgraph.Rebalance)
 				}
-				spec.Inputs = []exchange.InputSpec{{ResultID: name + "-a", Producers: 1}, {ResultID: name + "-b", Producers: 1}}
+				spec.Inputs = []control.InputSpec{{ResultID: name + "-a", Producers: 1}, {ResultID: name + "-b", Producers: 1}}
 				run := start(ctx, spec, Deps{Modules: oneModule{mod}, Blob: store, Exchange: m, Control: ctl, Checkpoints: acks, Logger: slog.New(logs)})
 				t.Cleanup(func() { <-run.done })
 				return writer(t, m, name+"-a", 0, 1, jobgraph.Forward), writer(t, m, name+"-b", 0, 1, jobgraph.Forward)
@@ -549,7 +550,7 @@ func TestGuestSourceTriggerStopAndRestore(t *testing.T) {
 	m := newManager(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := m.OpenInput(ctx, exchange.InputSpec{ResultID: "out", Producers: 1})
+	out, err := m.OpenInput(ctx, control.InputSpec{ResultID: "out", Producers: 1}, 0)
 	must(t, err)
 	defer out.Close()
 	acks := &fakeAcks{}
@@ -559,7 +560,7 @@ func TestGuestSourceTriggerStopAndRestore(t *testing.T) {
 	run := start(rctx, Spec{
 		ExecutionID: "src", JobID: "job1", Tenant: "acme", ModuleDigest: mod.Digest(), Args: []string{"counter", "1000000000"},
 		Chain: []jobgraph.Vertex{counter}, Parallelism: 1,
-		Outputs: []exchange.OutputSpec{{ResultID: "out", Partitioner: jobgraph.Forward, Targets: []string{m.Addr()}}},
+		Outputs: []control.OutputSpec{{ResultID: "out", Partitioner: jobgraph.Forward, Targets: []string{m.Addr()}}},
 	}, Deps{Modules: oneModule{mod}, Blob: store, Exchange: m, Control: ctl, Checkpoints: acks})
 	r := readGate(ctx, out)
 	testutil.Eventually(t, 10*time.Second, func() bool { return len(r.snapshot()) > 3000 }, "the source emits nothing")
@@ -696,7 +697,7 @@ func TestTextSourcePosition(t *testing.T) {
 	m := newManager(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := m.OpenInput(ctx, exchange.InputSpec{ResultID: "out", Producers: 1})
+	out, err := m.OpenInput(ctx, control.InputSpec{ResultID: "out", Producers: 1}, 0)
 	must(t, err)
 	defer out.Close()
 	acks := &fakeAcks{}
@@ -704,7 +705,7 @@ func TestTextSourcePosition(t *testing.T) {
 	run := start(ctx, Spec{
 		ExecutionID: "text", JobID: "job1", Tenant: "acme", Parallelism: 1,
 		Chain:   []jobgraph.Vertex{{ID: 1, Name: "lines", Kind: jobgraph.KindSource, Connector: jobgraph.ConnectorText}},
-		Outputs: []exchange.OutputSpec{{ResultID: "out", Partitioner: jobgraph.Forward, Targets: []string{m.Addr()}}},
+		Outputs: []control.OutputSpec{{ResultID: "out", Partitioner: jobgraph.Forward, Targets: []string{m.Addr()}}},
 	}, Deps{Blob: store, Exchange: m, Splits: &splitQueue{sps: slices.Clone(splits)}, Control: ctl, Checkpoints: acks})
 	// Read some, trigger while the source is held back by the unread
 	// output (megabytes ahead of the exchange's window), read the rest.
@@ -778,7 +779,7 @@ func TestFileSinkParts(t *testing.T) {
 	sink := jobgraph.Vertex{ID: 5, Name: "files", Kind: jobgraph.KindSink, Connector: jobgraph.ConnectorFile, Config: map[string]string{"path": "out/data/"}}
 	run := start(ctx, Spec{
 		ExecutionID: "sink", JobID: "job1", Tenant: "acme", Parallelism: 1, Attempt: 3,
-		Chain: []jobgraph.Vertex{sink}, Inputs: []exchange.InputSpec{{ResultID: "in", Producers: 1}},
+		Chain: []jobgraph.Vertex{sink}, Inputs: []control.InputSpec{{ResultID: "in", Producers: 1}},
 	}, Deps{Blob: store, Exchange: m, Control: ctl, Checkpoints: acks})
 	w := writer(t, m, "in", 0, 1, jobgraph.Forward)
 	recs := func(from, to int) []abi.Record {
@@ -877,7 +878,7 @@ func TestStateUploadFailureDeclines(t *testing.T) {
 	acks := &fakeAcks{}
 	run := start(ctx, Spec{
 		ExecutionID: "sum", JobID: "job1", Tenant: "acme", ModuleDigest: mod.Digest(), Args: []string{"sum"},
-		Chain: chain, Parallelism: 1, Inputs: []exchange.InputSpec{{ResultID: "in", Producers: 1}},
+		Chain: chain, Parallelism: 1, Inputs: []control.InputSpec{{ResultID: "in", Producers: 1}},
 	}, Deps{Modules: oneModule{mod}, Blob: store, Exchange: m, Checkpoints: acks})
 	w := writer(t, m, "in", 0, 1, jobgraph.Forward)
 	must(t, w.Write(ctx, keyed("a")))
@@ -900,17 +901,17 @@ func TestStateUploadFailureDeclines(t *testing.T) {
 // blockingSplits hands out the splits sent on its channel; closing it
 // means no more.
 type blockingSplits struct {
-	ch    chan Split
+	ch    chan checkpoint.Split
 	calls atomic.Int32
 }
 
-func (b *blockingSplits) NextSplit(ctx context.Context) (Split, bool, error) {
+func (b *blockingSplits) NextSplit(ctx context.Context) (checkpoint.Split, bool, error) {
 	b.calls.Add(1)
 	select {
 	case sp, ok := <-b.ch:
 		return sp, !ok, nil
 	case <-ctx.Done():
-		return Split{}, false, ctx.Err()
+		return checkpoint.Split{}, false, ctx.Err()
 	}
 }
 
@@ -924,7 +925,7 @@ func TestTriggersAtTheEdges(t *testing.T) {
 	ctl := NewControl()
 	must(t, ctl.Trigger(checkpoint.Trigger{ID: 1}))
 	m := newManager(t)
-	splits := &blockingSplits{ch: make(chan Split)}
+	splits := &blockingSplits{ch: make(chan checkpoint.Split)}
 	run := start(context.Background(), Spec{
 		ExecutionID: "t", JobID: "job1", Tenant: "acme", Parallelism: 1,
 		Chain: []jobgraph.Vertex{
@@ -936,7 +937,7 @@ func TestTriggersAtTheEdges(t *testing.T) {
 	if a, _ := acks.ack(1); a.Source == nil || a.Source.Current != nil || len(a.Source.Finished) != 0 || a.State != nil {
 		t.Fatalf("ack 1 = %+v, want the position before any split", a)
 	}
-	splits.ch <- Split{Key: "in/a.txt", Length: 4}
+	splits.ch <- checkpoint.Split{Key: "in/a.txt", Length: 4}
 	testutil.Eventually(t, 10*time.Second, func() bool { return splits.calls.Load() == 2 }, "no second split request")
 	must(t, ctl.Trigger(checkpoint.Trigger{ID: 2}))
 	testutil.Eventually(t, 10*time.Second, func() bool { _, ok := acks.ack(2); return ok }, "no ack 2 while waiting for a split")
@@ -955,7 +956,7 @@ func TestTriggersAtTheEdges(t *testing.T) {
 	run2 := start(context.Background(), Spec{
 		ExecutionID: "sink", JobID: "job1", Tenant: "acme", Parallelism: 1,
 		Chain:  []jobgraph.Vertex{{ID: 2, Name: "out", Kind: jobgraph.KindSink, Connector: jobgraph.ConnectorCollect}},
-		Inputs: []exchange.InputSpec{{ResultID: "in", Producers: 1}},
+		Inputs: []control.InputSpec{{ResultID: "in", Producers: 1}},
 	}, Deps{Exchange: m, Control: ctl2, Checkpoints: acks})
 	w := writer(t, m, "in", 0, 1, jobgraph.Forward)
 	must(t, ctl2.Trigger(checkpoint.Trigger{ID: 5}))
@@ -1031,7 +1032,7 @@ func TestFileSinkPathRules(t *testing.T) {
 		_, err := Run(context.Background(), Spec{
 			ExecutionID: "s", JobID: "job1", Tenant: "acme", Parallelism: 1,
 			Chain:  []jobgraph.Vertex{{ID: 5, Name: "files", Kind: jobgraph.KindSink, Connector: jobgraph.ConnectorFile, Config: map[string]string{"path": p}}},
-			Inputs: []exchange.InputSpec{{ResultID: "in", Producers: 1}},
+			Inputs: []control.InputSpec{{ResultID: "in", Producers: 1}},
 		}, Deps{Blob: openStore(t), Exchange: newManager(t)})
 		if err == nil || !strings.Contains(err.Error(), "file sink path") {
 			t.Errorf("path %q: err = %v, want a file sink path error", p, err)

@@ -20,5 +20,7 @@
 // (see checkpoint.go). The transactional file sink (filesink.go) writes
 // part files that the JobMaster commits.
 //
-// It must not import jm or idl/kitex_gen; tm/executor drives it.
+// Its inputs and outputs are internal/control's specs and its splits are
+// checkpoint.Split, as the JobMaster sent them. It must not import jm,
+// idl/kitex_gen or Kitex; tm/executor drives it.
 package task

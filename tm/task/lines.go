@@ -12,15 +12,6 @@ import (
 	"github.com/sluicehq/sluice/internal/checkpoint"
 )
 
-// Split is a byte range of one blob object, handed out by the JobMaster.
-//
-// A line belongs to the split that holds its first byte (as Hadoop's and
-// Flink's text input formats): a split that does not start at 0 skips the
-// partial line it starts in, and every split reads past its end to finish
-// the last line that starts inside it. So each line of the object is read
-// by exactly one split, whatever the split boundaries.
-type Split = checkpoint.Split
-
 const (
 	// readAhead is how far past a split's end the first range request
 	// goes, to finish its last line without a second request.
@@ -99,7 +90,13 @@ func (r *rangeReader) Close() error {
 // readSplit calls line for every line that belongs to sp, without its
 // trailing "\n" or "\r\n", with the offset in the object of the byte after
 // it (where the next line starts). The slice is valid only during the call.
-func readSplit(ctx context.Context, store blob.Store, sp Split, line func(b []byte, next int64) error) error {
+//
+// A line belongs to the split that holds its first byte (as Hadoop's and
+// Flink's text input formats): a split that does not start at 0 skips the
+// partial line it starts in, and every split reads past its end to finish
+// the last line that starts inside it. So each line of the object is read
+// by exactly one split, whatever the split boundaries.
+func readSplit(ctx context.Context, store blob.Store, sp checkpoint.Split, line func(b []byte, next int64) error) error {
 	if sp.Offset < 0 || sp.Length < 0 {
 		return fmt.Errorf("split %s@%d+%d: negative offset or length", sp.Key, sp.Offset, sp.Length)
 	}

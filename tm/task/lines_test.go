@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/blob"
+	"github.com/sluicehq/sluice/internal/checkpoint"
 )
 
 func openStore(t testing.TB) blob.Store {
@@ -42,18 +43,18 @@ func wantLines(data []byte) []string {
 }
 
 // cut splits size bytes into splits of n bytes (the last one shorter).
-func cut(key string, size, n int64) []Split {
-	var sps []Split
+func cut(key string, size, n int64) []checkpoint.Split {
+	var sps []checkpoint.Split
 	for off := int64(0); off < size; off += n {
-		sps = append(sps, Split{Key: key, Offset: off, Length: min(n, size-off)})
+		sps = append(sps, checkpoint.Split{Key: key, Offset: off, Length: min(n, size-off)})
 	}
 	if size == 0 {
-		sps = append(sps, Split{Key: key})
+		sps = append(sps, checkpoint.Split{Key: key})
 	}
 	return sps
 }
 
-func readAll(t *testing.T, s blob.Store, sps []Split) []string {
+func readAll(t *testing.T, s blob.Store, sps []checkpoint.Split) []string {
 	t.Helper()
 	var got []string
 	for _, sp := range sps {
@@ -118,11 +119,11 @@ func TestSplitReadsPastItsEndOnlyToFinishTheLine(t *testing.T) {
 	long := strings.Repeat("y", 3*readAhead+17)
 	data := "a\n" + long + "\nb\n" + strings.Repeat("z\n", 100)
 	put(t, s, "in/long.txt", []byte(data))
-	got := readAll(t, s, []Split{{Key: "in/long.txt", Offset: 0, Length: 3}})
+	got := readAll(t, s, []checkpoint.Split{{Key: "in/long.txt", Offset: 0, Length: 3}})
 	if len(got) != 2 || got[0] != "a" || got[1] != long {
 		t.Fatalf("got %d lines", len(got))
 	}
-	got = readAll(t, s, []Split{{Key: "in/long.txt", Offset: 3, Length: int64(len(data)) - 3}})
+	got = readAll(t, s, []checkpoint.Split{{Key: "in/long.txt", Offset: 3, Length: int64(len(data)) - 3}})
 	if len(got) != 101 || got[0] != "b" {
 		t.Fatalf("second split: %d lines, first %q", len(got), got[0])
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/internal/abi"
 	"github.com/sluicehq/sluice/internal/checkpoint"
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/tm/exchange"
 	"github.com/sluicehq/sluice/wasmhost"
@@ -33,13 +34,11 @@ type Spec struct {
 	// Subtask of Parallelism; MaxParallelism is the job's number of key
 	// groups (0 means jobgraph.DefaultMaxParallelism).
 	Subtask, Parallelism, MaxParallelism int
-	// Inputs feed the chain's head when it is not a source. Run fills in
-	// ConsumerSubtask.
-	Inputs []exchange.InputSpec
+	// Inputs feed the chain's head when it is not a source.
+	Inputs []control.InputSpec
 	// Outputs receive the chain tail's records (each record goes to every
-	// output) when the tail is not a collect sink. Run fills in
-	// ProducerSubtask and a zero MaxParallelism.
-	Outputs []exchange.OutputSpec
+	// output) when the tail is not a collect sink.
+	Outputs []control.OutputSpec
 	Config  map[string]string
 	// Attempt is the job attempt (the fencing token's) the task belongs to;
 	// it names the file sink's parts, so attempts never share one.
@@ -60,7 +59,7 @@ type ModuleSource interface {
 // SplitSource hands a text-source task its input splits, one at a time;
 // done reports that there are no more.
 type SplitSource interface {
-	NextSplit(ctx context.Context) (split Split, done bool, err error)
+	NextSplit(ctx context.Context) (split checkpoint.Split, done bool, err error)
 }
 
 // Deps are the TaskManager services a task uses.
@@ -162,7 +161,7 @@ type task struct {
 	alignCancel context.CancelFunc
 
 	// text source position
-	split          Split
+	split          checkpoint.Split
 	inSplit        bool
 	nextOffset     int64
 	finishedSplits []string
@@ -305,8 +304,7 @@ func (t *task) name() string {
 func (t *task) open(ctx context.Context) error {
 	id := t.spec.ExecutionID
 	for _, in := range t.spec.Inputs {
-		in.ConsumerSubtask = t.spec.Subtask
-		g, err := t.deps.Exchange.OpenInput(ctx, in)
+		g, err := t.deps.Exchange.OpenInput(ctx, in, t.spec.Subtask)
 		if err != nil {
 			return fmt.Errorf("task %s: %w", id, err)
 		}
@@ -354,11 +352,7 @@ func (t *task) open(ctx context.Context) error {
 		}
 	}
 	for _, out := range t.spec.Outputs {
-		out.ProducerSubtask = t.spec.Subtask
-		if out.MaxParallelism == 0 {
-			out.MaxParallelism = t.spec.MaxParallelism
-		}
-		w, err := t.deps.Exchange.OpenOutput(ctx, out)
+		w, err := t.deps.Exchange.OpenOutput(ctx, out, t.spec.Subtask, t.spec.MaxParallelism)
 		if err != nil {
 			return fmt.Errorf("task %s: %w", id, err)
 		}
@@ -516,9 +510,9 @@ func (t *task) runText(ctx context.Context) error {
 // nextSplit asks for the next split, taking commands while the JobMaster
 // answers: a checkpoint taken then is consistent, because a split handed
 // out after it is not among the finished ones, so a restore reads it again.
-func (t *task) nextSplit(ctx context.Context, src *source) (Split, bool, error) {
+func (t *task) nextSplit(ctx context.Context, src *source) (checkpoint.Split, bool, error) {
 	type answer struct {
-		sp   Split
+		sp   checkpoint.Split
 		done bool
 		err  error
 	}
@@ -533,14 +527,14 @@ func (t *task) nextSplit(ctx context.Context, src *source) (Split, bool, error) 
 		select {
 		case a := <-ch:
 			if a.err != nil {
-				return Split{}, false, fmt.Errorf("task %s: next split: %w", t.spec.ExecutionID, a.err)
+				return checkpoint.Split{}, false, fmt.Errorf("task %s: next split: %w", t.spec.ExecutionID, a.err)
 			}
 			return a.sp, a.done, nil
 		case <-t.ctl.wake:
 			if err := t.serveControl(ctx, src); err != nil {
 				cancel()
 				<-ch
-				return Split{}, false, err
+				return checkpoint.Split{}, false, err
 			}
 		}
 	}

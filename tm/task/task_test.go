@@ -16,6 +16,8 @@ import (
 
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/internal/abi"
+	"github.com/sluicehq/sluice/internal/checkpoint"
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/guestbuild"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/tm/exchange"
@@ -84,14 +86,14 @@ func (o oneModule) Module(_ context.Context, _, digest string) (*wasmhost.Module
 // subtasks.
 type splitQueue struct {
 	mu  sync.Mutex
-	sps []Split
+	sps []checkpoint.Split
 }
 
-func (q *splitQueue) NextSplit(ctx context.Context) (Split, bool, error) {
+func (q *splitQueue) NextSplit(ctx context.Context) (checkpoint.Split, bool, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if len(q.sps) == 0 {
-		return Split{}, true, nil
+		return checkpoint.Split{}, true, nil
 	}
 	sp := q.sps[0]
 	q.sps = q.sps[1:]
@@ -118,7 +120,7 @@ type job struct {
 	p      int
 	mgrs   []*exchange.Manager
 	store  blob.Store
-	splits []Split // of every text source
+	splits []checkpoint.Split // of every text source
 }
 
 type jobResult struct {
@@ -141,8 +143,8 @@ func (j job) run(t *testing.T, ctx context.Context) jobResult {
 		}
 	}
 	addr := func(subtask int) string { return j.mgrs[subtask%len(j.mgrs)].Addr() }
-	inputs := make([][]exchange.InputSpec, len(chains))
-	outputs := make([][]exchange.OutputSpec, len(chains))
+	inputs := make([][]control.InputSpec, len(chains))
+	outputs := make([][]control.OutputSpec, len(chains))
 	for _, e := range j.g.Edges {
 		sc, tc := chainOf[e.Source], chainOf[e.Target]
 		if sc == tc {
@@ -153,12 +155,12 @@ func (j job) run(t *testing.T, ctx context.Context) jobResult {
 		if e.Partitioner == jobgraph.Forward {
 			producers = 1
 		}
-		inputs[tc] = append(inputs[tc], exchange.InputSpec{ResultID: rid, Producers: producers})
+		inputs[tc] = append(inputs[tc], control.InputSpec{ResultID: rid, Producers: producers})
 		var targets []string
 		for i := 0; i < chains[tc].Parallelism; i++ {
 			targets = append(targets, addr(i))
 		}
-		outputs[sc] = append(outputs[sc], exchange.OutputSpec{ResultID: rid, Partitioner: e.Partitioner, Targets: targets})
+		outputs[sc] = append(outputs[sc], control.OutputSpec{ResultID: rid, Partitioner: e.Partitioner, Targets: targets})
 	}
 	queue := &splitQueue{sps: slices.Clone(j.splits)}
 	var mu sync.Mutex
@@ -402,7 +404,7 @@ func TestCancelWhileBackPressured(t *testing.T) {
 	put(t, store, "in/big.txt", []byte(data))
 	m := newManager(t)
 	ctx := context.Background()
-	g, err := m.OpenInput(ctx, exchange.InputSpec{ResultID: "stuck", Producers: 1})
+	g, err := m.OpenInput(ctx, control.InputSpec{ResultID: "stuck", Producers: 1}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,7 +417,7 @@ func TestCancelWhileBackPressured(t *testing.T) {
 		_, err := Run(rctx, Spec{
 			ExecutionID: "bp", Parallelism: 1,
 			Chain:   []jobgraph.Vertex{{ID: 1, Name: "lines", Kind: jobgraph.KindSource, Connector: jobgraph.ConnectorText}},
-			Outputs: []exchange.OutputSpec{{ResultID: "stuck", Partitioner: jobgraph.Forward, Targets: []string{m.Addr()}}},
+			Outputs: []control.OutputSpec{{ResultID: "stuck", Partitioner: jobgraph.Forward, Targets: []string{m.Addr()}}},
 		}, Deps{Blob: store, Exchange: m, Splits: &splitQueue{sps: cut("in/big.txt", int64(len(data)), 1<<20)}, OnRunning: func() { close(running) }})
 		done <- err
 	}()
@@ -446,7 +448,7 @@ func TestCancelWhileWaitingForInput(t *testing.T) {
 		_, err := Run(rctx, Spec{
 			ExecutionID: "wait", Parallelism: 1,
 			Chain:  []jobgraph.Vertex{{ID: 2, Name: "out", Kind: jobgraph.KindSink, Connector: jobgraph.ConnectorCollect}},
-			Inputs: []exchange.InputSpec{{ResultID: "never", Producers: 1}, {ResultID: "never2", Producers: 1}},
+			Inputs: []control.InputSpec{{ResultID: "never", Producers: 1}, {ResultID: "never2", Producers: 1}},
 		}, Deps{Exchange: m, OnRunning: func() { close(running) }})
 		done <- err
 	}()
@@ -470,12 +472,12 @@ func TestMergesSeveralInputs(t *testing.T) {
 		r, err := Run(ctx, Spec{
 			ExecutionID: "merge", Parallelism: 1,
 			Chain:  []jobgraph.Vertex{{ID: 3, Name: "out", Kind: jobgraph.KindSink, Connector: jobgraph.ConnectorCollect}},
-			Inputs: []exchange.InputSpec{{ResultID: "left", Producers: 2}, {ResultID: "right", Producers: 1}},
+			Inputs: []control.InputSpec{{ResultID: "left", Producers: 2}, {ResultID: "right", Producers: 1}},
 		}, Deps{Exchange: m})
 		done <- out{r, err}
 	}()
 	write := func(rid string, producer int, vals ...string) {
-		w, err := m.OpenOutput(ctx, exchange.OutputSpec{ResultID: rid, Partitioner: jobgraph.Rebalance, Targets: []string{m.Addr()}, ProducerSubtask: producer})
+		w, err := m.OpenOutput(ctx, control.OutputSpec{ResultID: rid, Partitioner: jobgraph.Rebalance, Targets: []string{m.Addr()}}, producer, 0)
 		if err != nil {
 			t.Error(err)
 			return

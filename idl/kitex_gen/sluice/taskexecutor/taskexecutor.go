@@ -55,6 +55,80 @@ var fieldIDToName_ChannelSpec = map[int16]string{
 	3: "result_id",
 }
 
+type Vertex struct {
+	Id          int32             `thrift:"id,1" frugal:"1,default,i32" json:"id"`
+	Name        string            `thrift:"name,2" frugal:"2,default,string" json:"name"`
+	Kind        string            `thrift:"kind,3" frugal:"3,default,string" json:"kind"`
+	Parallelism int32             `thrift:"parallelism,4" frugal:"4,default,i32" json:"parallelism"`
+	Connector   string            `thrift:"connector,5" frugal:"5,default,string" json:"connector"`
+	Config      map[string]string `thrift:"config,6" frugal:"6,default,map<string:string>" json:"config"`
+}
+
+func NewVertex() *Vertex {
+	return &Vertex{}
+}
+
+func (p *Vertex) InitDefault() {
+}
+
+func (p *Vertex) GetId() (v int32) {
+	return p.Id
+}
+
+func (p *Vertex) GetName() (v string) {
+	return p.Name
+}
+
+func (p *Vertex) GetKind() (v string) {
+	return p.Kind
+}
+
+func (p *Vertex) GetParallelism() (v int32) {
+	return p.Parallelism
+}
+
+func (p *Vertex) GetConnector() (v string) {
+	return p.Connector
+}
+
+func (p *Vertex) GetConfig() (v map[string]string) {
+	return p.Config
+}
+func (p *Vertex) SetId(val int32) {
+	p.Id = val
+}
+func (p *Vertex) SetName(val string) {
+	p.Name = val
+}
+func (p *Vertex) SetKind(val string) {
+	p.Kind = val
+}
+func (p *Vertex) SetParallelism(val int32) {
+	p.Parallelism = val
+}
+func (p *Vertex) SetConnector(val string) {
+	p.Connector = val
+}
+func (p *Vertex) SetConfig(val map[string]string) {
+	p.Config = val
+}
+
+func (p *Vertex) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("Vertex(%+v)", *p)
+}
+
+var fieldIDToName_Vertex = map[int16]string{
+	1: "id",
+	2: "name",
+	3: "kind",
+	4: "parallelism",
+	5: "connector",
+	6: "config",
+}
+
 type InputSpec struct {
 	ResultId  string `thrift:"result_id,1" frugal:"1,default,string" json:"result_id"`
 	Producers int32  `thrift:"producers,2" frugal:"2,default,i32" json:"producers"`
@@ -100,7 +174,6 @@ type TaskDeployment struct {
 	Tenant           string               `thrift:"tenant,4" frugal:"4,default,string" json:"tenant"`
 	ModuleDigest     string               `thrift:"module_digest,5" frugal:"5,default,string" json:"module_digest"`
 	Args_            []string             `thrift:"args,6" frugal:"6,default,list<string>" json:"args"`
-	Chain            []byte               `thrift:"chain,7" frugal:"7,default,binary" json:"chain"`
 	Subtask          int32                `thrift:"subtask,8" frugal:"8,default,i32" json:"subtask"`
 	Parallelism      int32                `thrift:"parallelism,9" frugal:"9,default,i32" json:"parallelism"`
 	MaxParallelism   int32                `thrift:"max_parallelism,10" frugal:"10,default,i32" json:"max_parallelism"`
@@ -113,6 +186,7 @@ type TaskDeployment struct {
 	CallTimeoutMs    *int64               `thrift:"call_timeout_ms,17,optional" frugal:"17,optional,i64" json:"call_timeout_ms,omitempty"`
 	MaxStateBytes    *int64               `thrift:"max_state_bytes,18,optional" frugal:"18,optional,i64" json:"max_state_bytes,omitempty"`
 	Restore          *TaskRestore         `thrift:"restore,19,optional" frugal:"19,optional,TaskRestore" json:"restore,omitempty"`
+	Chain            []*Vertex            `thrift:"chain,20" frugal:"20,default,list<Vertex>" json:"chain"`
 }
 
 func NewTaskDeployment() *TaskDeployment {
@@ -149,10 +223,6 @@ func (p *TaskDeployment) GetModuleDigest() (v string) {
 
 func (p *TaskDeployment) GetArgs_() (v []string) {
 	return p.Args_
-}
-
-func (p *TaskDeployment) GetChain() (v []byte) {
-	return p.Chain
 }
 
 func (p *TaskDeployment) GetSubtask() (v int32) {
@@ -222,6 +292,10 @@ func (p *TaskDeployment) GetRestore() (v *TaskRestore) {
 	}
 	return p.Restore
 }
+
+func (p *TaskDeployment) GetChain() (v []*Vertex) {
+	return p.Chain
+}
 func (p *TaskDeployment) SetFencing(val *common.FencingToken) {
 	p.Fencing = val
 }
@@ -239,9 +313,6 @@ func (p *TaskDeployment) SetModuleDigest(val string) {
 }
 func (p *TaskDeployment) SetArgs_(val []string) {
 	p.Args_ = val
-}
-func (p *TaskDeployment) SetChain(val []byte) {
-	p.Chain = val
 }
 func (p *TaskDeployment) SetSubtask(val int32) {
 	p.Subtask = val
@@ -279,6 +350,9 @@ func (p *TaskDeployment) SetMaxStateBytes(val *int64) {
 func (p *TaskDeployment) SetRestore(val *TaskRestore) {
 	p.Restore = val
 }
+func (p *TaskDeployment) SetChain(val []*Vertex) {
+	p.Chain = val
+}
 
 func (p *TaskDeployment) IsSetFencing() bool {
 	return p.Fencing != nil
@@ -314,7 +388,6 @@ var fieldIDToName_TaskDeployment = map[int16]string{
 	4:  "tenant",
 	5:  "module_digest",
 	6:  "args",
-	7:  "chain",
 	8:  "subtask",
 	9:  "parallelism",
 	10: "max_parallelism",
@@ -327,6 +400,7 @@ var fieldIDToName_TaskDeployment = map[int16]string{
 	17: "call_timeout_ms",
 	18: "max_state_bytes",
 	19: "restore",
+	20: "chain",
 }
 
 type TaskRestore struct {

@@ -1,4 +1,4 @@
-package rpcerr
+package rpcserver
 
 import (
 	"errors"
@@ -6,7 +6,13 @@ import (
 	"github.com/cloudwego/kitex/pkg/kerrors"
 
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/common"
+	"github.com/sluicehq/sluice/internal/rpcerr"
 )
+
+// This file is the RPC edge of internal/rpcerr's table: the domain's coded
+// errors become common.SluiceError on the way out and come back as the same
+// codes on the way in, so errors.Is answers alike on both sides. rpcerr.Code
+// values are those of common.ErrorCode.
 
 // ToWire returns err as the wire error a handler returns: nil for nil, else a
 // *common.SluiceError with err's code, reason and full message. A handler
@@ -29,7 +35,7 @@ func ToSluiceError(err error) *common.SluiceError {
 	if errors.As(err, &se) {
 		return se // already wire form: pass through unchanged
 	}
-	code, reason := Classify(err)
+	code, reason := rpcerr.Classify(err)
 	w := &common.SluiceError{Code: common.ErrorCode(code), Message: err.Error()}
 	if reason != "" {
 		w.Reason = &reason
@@ -37,21 +43,21 @@ func ToSluiceError(err error) *common.SluiceError {
 	return w
 }
 
-// FromWire returns the local form of a wire error: an *Error with the same
-// code, reason and message. It returns nil for nil.
+// FromWire returns the local form of a wire error: an *rpcerr.Error with the
+// same code, reason and message. It returns nil for nil.
 func FromWire(se *common.SluiceError) error {
 	if se == nil {
 		return nil
 	}
-	return &Error{Code: Code(se.GetCode()), Reason: se.GetReason(), Message: se.GetMessage()}
+	return &rpcerr.Error{Code: rpcerr.Code(se.GetCode()), Reason: se.GetReason(), Message: se.GetMessage()}
 }
 
 // FromCall converts the error a generated Kitex client method returned: the
 // declared exception becomes its local form (FromWire); a timeout becomes
-// ErrDeadlineExceeded; a network failure (no connection, or one that broke
-// during the call) becomes ErrUnreachable; any other transport failure (a
-// peer that sent an undeclared error, say) becomes ErrUnavailable wrapping
-// the original. It returns nil for nil.
+// rpcerr.ErrDeadlineExceeded; a network failure (no connection, or one that
+// broke during the call) becomes rpcerr.ErrUnreachable; any other transport
+// failure (a peer that sent an undeclared error, say) becomes
+// rpcerr.ErrUnavailable wrapping the original. It returns nil for nil.
 func FromCall(err error) error {
 	if err == nil {
 		return nil
@@ -60,15 +66,16 @@ func FromCall(err error) error {
 	if errors.As(err, &se) {
 		return FromWire(se)
 	}
-	var e *Error
+	var e *rpcerr.Error
 	if errors.As(err, &e) {
 		return err
 	}
+	msg := "rpc: " + err.Error()
 	if kerrors.IsTimeoutError(err) {
-		return &Error{Code: CodeDeadlineExceeded, Message: "rpc: " + err.Error(), cause: err}
+		return rpcerr.Wrap(rpcerr.ErrDeadlineExceeded, msg, err)
 	}
 	if errors.Is(err, kerrors.ErrGetConnection) || errors.Is(err, kerrors.ErrRemoteOrNetwork) {
-		return &Error{Code: CodeUnavailable, Reason: "UNREACHABLE", Message: "rpc: " + err.Error(), cause: err}
+		return rpcerr.Wrap(rpcerr.ErrUnreachable, msg, err)
 	}
-	return &Error{Code: CodeUnavailable, Message: "rpc: " + err.Error(), cause: err}
+	return rpcerr.Wrap(rpcerr.ErrUnavailable, msg, err)
 }

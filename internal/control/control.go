@@ -1,0 +1,101 @@
+package control
+
+import (
+	"time"
+
+	"github.com/sluicehq/sluice/internal/checkpoint"
+	"github.com/sluicehq/sluice/internal/jobgraph"
+)
+
+// FencingToken identifies the JobMaster attempt allowed to command a task:
+// the JobManager's leader session, the job and the job's attempt (restart
+// count). Every JobMaster→TaskManager call carries it, and every task
+// report is checked against it.
+type FencingToken struct {
+	LeaderSession string
+	JobID         string
+	Attempt       int64
+}
+
+// InputSpec is one input of a task: the intermediate result it reads and
+// how many producer subtasks feed this consumer subtask.
+type InputSpec struct {
+	ResultID string
+	// Producers is the producer parallelism for hash, rebalance and
+	// broadcast edges, 1 for a forward edge. The input ends after
+	// END_OF_PARTITION from all of them.
+	Producers int
+}
+
+// OutputSpec is one output of a task: the intermediate result it writes,
+// how records are spread over the consumer subtasks, and where those run.
+type OutputSpec struct {
+	ResultID    string
+	Partitioner jobgraph.Partitioner
+	// Targets is the data address of each consumer subtask's TaskManager,
+	// in subtask order.
+	Targets []string
+}
+
+// TaskLimits are the sandbox limits a task runs under, from its tenant's
+// quotas. Zero means the TaskManager's default; a TaskManager only ever
+// lowers its own limits to these.
+type TaskLimits struct {
+	MemoryBytes int64         // linear memory of each instance
+	CallTimeout time.Duration // deadline of one guest call
+	StateBytes  int64         // keyed and operator state of the task
+}
+
+// Deployment is everything a TaskManager needs to run one subtask of one
+// chain.
+type Deployment struct {
+	Fencing      FencingToken
+	ExecutionID  string
+	JobID        string
+	Tenant       string
+	ModuleDigest string
+	Args         []string
+	// Chain is the whole chain, head first, host connectors included.
+	Chain       []jobgraph.Vertex
+	Subtask     int
+	Parallelism int
+	// MaxParallelism is the job's number of key groups.
+	MaxParallelism int
+	Inputs         []InputSpec
+	Outputs        []OutputSpec
+	AllocationID   string
+	// JobMasterAddress is the JobManager's RPC address: where the task
+	// reports its state and asks for input splits.
+	JobMasterAddress string
+	Config           map[string]string
+	// Limits bound the task's sandbox (the tenant's quotas).
+	Limits TaskLimits
+	// Restore, when set, is the state the task starts from.
+	Restore *checkpoint.TaskRestore
+}
+
+// TaskUpdate is one task state change the TaskManager reports to the
+// task's JobMaster.
+type TaskUpdate struct {
+	Fencing     FencingToken
+	ExecutionID string
+	State       string // DEPLOYING, RUNNING, FINISHED, CANCELED, FAILED
+	// Failure (FAILED) is the root cause, with the guest's stack trace.
+	Failure string
+	// Accumulators (FINISHED) are the task's accumulator values.
+	Accumulators map[string]int64
+	// Collected (FINISHED) are the collect-sink records.
+	Collected [][]byte
+	// SinkParts (FINISHED) are the file-sink parts no completed checkpoint
+	// committed: the JobMaster commits them when the whole job finished.
+	SinkParts []checkpoint.SinkPart
+}
+
+// SplitRequest asks a JobMaster for the next input split
+// (a checkpoint.Split) of a source subtask.
+type SplitRequest struct {
+	Fencing     FencingToken
+	ExecutionID string
+	VertexID    int
+	Subtask     int
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/rpcserver"
 	"github.com/sluicehq/sluice/tm/exchange"
 	"github.com/sluicehq/sluice/tm/executor"
@@ -188,7 +189,7 @@ func New(ctx context.Context, cfg Config) (_ *TaskManager, err error) {
 		return nil, fmt.Errorf("task manager: %w", err)
 	}
 
-	reg := executor.Registration{
+	reg := control.Registration{
 		ResourceID:  cfg.ResourceID,
 		RPCAddress:  withHost(t.srv.Addr(), adv),
 		DataAddress: t.xchg.Addr(),
@@ -223,7 +224,7 @@ func (t *TaskManager) Registered() bool {
 }
 
 // Slots returns the current slot report.
-func (t *TaskManager) Slots() []executor.SlotStatus { return t.ex.SlotReport() }
+func (t *TaskManager) Slots() []control.SlotStatus { return t.ex.SlotReport() }
 
 // RunningTasks returns the execution ids of the tasks not yet ended.
 func (t *TaskManager) RunningTasks() []string { return t.ex.RunningTasks() }

@@ -3,6 +3,8 @@ package resourcemanager
 import (
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/control"
 )
 
 // FuzzRegister: a registration from the wire never panics, and one that is
@@ -13,8 +15,8 @@ func FuzzRegister(f *testing.F) {
 	f.Add("x", "[::1]:80", "host:65535", 1024, 1023, "b")
 	f.Fuzz(func(t *testing.T, id, rpc, data string, slots, reportIdx int, alloc string) {
 		m := NewSlotManager(time.Second, seqIDs())
-		r := Registration{ResourceID: id, RPCAddress: rpc, DataAddress: data, Slots: slots,
-			SlotReport: []SlotStatus{{Index: reportIdx, AllocationID: alloc}}}
+		r := control.Registration{ResourceID: id, RPCAddress: rpc, DataAddress: data, Slots: slots,
+			SlotReport: []control.SlotStatus{{Index: reportIdx, AllocationID: alloc}}}
 		_, _, _, err := m.Register(r, t0)
 		if err != nil {
 			if m.Total() != 0 || len(m.TaskManagers()) != 0 {

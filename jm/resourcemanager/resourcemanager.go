@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 )
 
@@ -49,13 +50,6 @@ type Config struct {
 	FreeStale func(ctx context.Context, s Stale) error
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
-}
-
-// Registered is the answer to a registration.
-type Registered struct {
-	RegistrationID    string
-	HeartbeatInterval time.Duration
-	HeartbeatTimeout  time.Duration
 }
 
 // Overview is the cluster's resources at one moment.
@@ -147,7 +141,7 @@ func (rm *ResourceManager) Close() {
 // # Errors
 //
 // ErrInvalidArgument for a malformed registration; nothing changes then.
-func (rm *ResourceManager) RegisterTaskManager(ctx context.Context, r Registration) (Registered, error) {
+func (rm *ResourceManager) RegisterTaskManager(ctx context.Context, r control.Registration) (control.Registered, error) {
 	rm.mu.Lock()
 	id, lost, stale, err := rm.sm.Register(r, rm.cfg.Now())
 	if err == nil {
@@ -155,17 +149,17 @@ func (rm *ResourceManager) RegisterTaskManager(ctx context.Context, r Registrati
 	}
 	rm.mu.Unlock()
 	if err != nil {
-		return Registered{}, err
+		return control.Registered{}, err
 	}
 	rm.log.Info("task manager registered", "tm", r.ResourceID, "rpc", r.RPCAddress, "data", r.DataAddress, "slots", r.Slots, "registration", id)
 	rm.notify(lost)
 	rm.freeStale(stale)
-	return Registered{RegistrationID: id, HeartbeatInterval: rm.cfg.HeartbeatInterval, HeartbeatTimeout: rm.cfg.HeartbeatTimeout}, nil
+	return control.Registered{RegistrationID: id, HeartbeatInterval: rm.cfg.HeartbeatInterval, HeartbeatTimeout: rm.cfg.HeartbeatTimeout}, nil
 }
 
 // Heartbeat records a TaskManager's heartbeat. known=false tells it to
 // register again.
-func (rm *ResourceManager) Heartbeat(ctx context.Context, h Heartbeat) (known bool, err error) {
+func (rm *ResourceManager) Heartbeat(ctx context.Context, h control.Heartbeat) (known bool, err error) {
 	rm.mu.Lock()
 	known, stale := rm.sm.Heartbeat(h, rm.cfg.Now())
 	if known {

@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/internal/testutil"
 )
@@ -109,7 +110,7 @@ func TestDeadTaskManagerTellsJobs(t *testing.T) {
 	defer rm.Close()
 	ctx := context.Background()
 	r := reg("tm1", 2)
-	r.SlotReport = []SlotStatus{{Index: 1, AllocationID: "ghost", JobID: "gone"}}
+	r.SlotReport = []control.SlotStatus{{Index: 1, AllocationID: "ghost", JobID: "gone"}}
 	if _, err := rm.RegisterTaskManager(ctx, r); err != nil {
 		t.Fatal(err)
 	}

@@ -8,38 +8,13 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 )
 
 // MaxSlotsPerTaskManager is the most slots one TaskManager may offer; more
 // is taken for a configuration mistake.
 const MaxSlotsPerTaskManager = 1024
-
-// Registration is what a TaskManager tells the ResourceManager about itself.
-type Registration struct {
-	ResourceID  string // stable name of the TaskManager, unique in the cluster
-	RPCAddress  string // its Kitex address (TaskExecutor service), host:port
-	DataAddress string // its data-exchange address, host:port
-	Slots       int
-	CPUCores    int
-	MemoryBytes int64
-	SlotReport  []SlotStatus // allocations it holds already (it outlived a JobManager)
-}
-
-// SlotStatus is one slot in a slot report.
-type SlotStatus struct {
-	Index        int
-	AllocationID string // empty when free
-	JobID        string
-}
-
-// Heartbeat is a TaskManager's periodic report.
-type Heartbeat struct {
-	ResourceID     string
-	RegistrationID string
-	SlotReport     []SlotStatus
-	Metrics        map[string]int64
-}
 
 // Slot is an allocated slot: where a JobMaster deploys the tasks of one
 // subtask index (slot sharing).
@@ -148,7 +123,7 @@ func NewSlotManager(heartbeatTimeout time.Duration, newID func() string) *SlotMa
 // # Errors
 //
 // ErrInvalidArgument naming every problem.
-func ValidateRegistration(r Registration) error {
+func ValidateRegistration(r control.Registration) error {
 	var probs []string
 	if r.ResourceID == "" {
 		probs = append(probs, "empty resource id")
@@ -216,7 +191,7 @@ func checkAddr(a string) error {
 // # Errors
 //
 // ErrInvalidArgument (see ValidateRegistration); nothing changes then.
-func (m *SlotManager) Register(r Registration, now time.Time) (regID string, lost []Lost, stale []Stale, err error) {
+func (m *SlotManager) Register(r control.Registration, now time.Time) (regID string, lost []Lost, stale []Stale, err error) {
 	if err := ValidateRegistration(r); err != nil {
 		return "", nil, nil, err
 	}
@@ -283,7 +258,7 @@ func (m *SlotManager) drop(old *taskManager, gone map[string]string, reason stri
 // reconcile records the allocations a slot report shows that the
 // SlotManager did not assign: they occupy slots until the TaskManager
 // reports them gone, and are returned as stale so they get freed.
-func (m *SlotManager) reconcile(tm *taskManager, report []SlotStatus) []Stale {
+func (m *SlotManager) reconcile(tm *taskManager, report []control.SlotStatus) []Stale {
 	tm.reported = map[string]string{}
 	var stale []Stale
 	for _, s := range report {
@@ -304,7 +279,7 @@ func (m *SlotManager) reconcile(tm *taskManager, report []SlotStatus) []Stale {
 
 // Heartbeat records a heartbeat. known is false when the registration is
 // not (or no longer) known: the TaskManager must register again.
-func (m *SlotManager) Heartbeat(h Heartbeat, now time.Time) (known bool, stale []Stale) {
+func (m *SlotManager) Heartbeat(h control.Heartbeat, now time.Time) (known bool, stale []Stale) {
 	tm, ok := m.tms[h.ResourceID]
 	if !ok || tm.RegistrationID != h.RegistrationID || h.RegistrationID == "" {
 		return false, nil

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 )
 
@@ -15,8 +16,8 @@ func seqIDs() func() string {
 	return func() string { n++; return fmt.Sprintf("id%d", n) }
 }
 
-func reg(id string, slots int) Registration {
-	return Registration{ResourceID: id, RPCAddress: "127.0.0.1:1000", DataAddress: "127.0.0.1:2000", Slots: slots}
+func reg(id string, slots int) control.Registration {
+	return control.Registration{ResourceID: id, RPCAddress: "127.0.0.1:1000", DataAddress: "127.0.0.1:2000", Slots: slots}
 }
 
 var t0 = time.Unix(1000, 0)
@@ -24,19 +25,19 @@ var t0 = time.Unix(1000, 0)
 func TestValidateRegistration(t *testing.T) {
 	tests := []struct {
 		name string
-		mod  func(*Registration)
+		mod  func(*control.Registration)
 		want string // "" = valid
 	}{
-		{"valid", func(*Registration) {}, ""},
-		{"empty id", func(r *Registration) { r.ResourceID = "" }, "empty resource id"},
-		{"zero slots", func(r *Registration) { r.Slots = 0 }, "slots 0: must be in [1, 1024]"},
-		{"negative slots", func(r *Registration) { r.Slots = -3 }, "slots -3"},
-		{"absurd slots", func(r *Registration) { r.Slots = 1025 }, "slots 1025"},
-		{"no port", func(r *Registration) { r.RPCAddress = "localhost" }, `rpc address "localhost" is not host:port`},
-		{"bad port", func(r *Registration) { r.DataAddress = "h:99999" }, `data address "h:99999" has no valid port`},
-		{"empty host", func(r *Registration) { r.DataAddress = ":80" }, `has no host`},
-		{"empty address", func(r *Registration) { r.RPCAddress = "" }, "rpc address is empty"},
-		{"report out of range", func(r *Registration) { r.SlotReport = []SlotStatus{{Index: 4}} }, "slot report names slot 4 of 2"},
+		{"valid", func(*control.Registration) {}, ""},
+		{"empty id", func(r *control.Registration) { r.ResourceID = "" }, "empty resource id"},
+		{"zero slots", func(r *control.Registration) { r.Slots = 0 }, "slots 0: must be in [1, 1024]"},
+		{"negative slots", func(r *control.Registration) { r.Slots = -3 }, "slots -3"},
+		{"absurd slots", func(r *control.Registration) { r.Slots = 1025 }, "slots 1025"},
+		{"no port", func(r *control.Registration) { r.RPCAddress = "localhost" }, `rpc address "localhost" is not host:port`},
+		{"bad port", func(r *control.Registration) { r.DataAddress = "h:99999" }, `data address "h:99999" has no valid port`},
+		{"empty host", func(r *control.Registration) { r.DataAddress = ":80" }, `has no host`},
+		{"empty address", func(r *control.Registration) { r.RPCAddress = "" }, "rpc address is empty"},
+		{"report out of range", func(r *control.Registration) { r.SlotReport = []control.SlotStatus{{Index: 4}} }, "slot report names slot 4 of 2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -151,7 +152,7 @@ func TestHeartbeatTimeoutReleasesSlots(t *testing.T) {
 	}
 	// tm2 keeps heartbeating; tm1 goes silent.
 	for s := 1; s <= 10; s++ {
-		if known, _ := m.Heartbeat(Heartbeat{ResourceID: "tm2", RegistrationID: id2}, t0.Add(time.Duration(s)*time.Second)); !known {
+		if known, _ := m.Heartbeat(control.Heartbeat{ResourceID: "tm2", RegistrationID: id2}, t0.Add(time.Duration(s)*time.Second)); !known {
 			t.Fatal("tm2 unknown")
 		}
 	}
@@ -175,7 +176,7 @@ func TestHeartbeatTimeoutReleasesSlots(t *testing.T) {
 		t.Fatalf("total %d free %d", m.Total(), m.Free())
 	}
 	// The dead TaskManager's next heartbeat is refused; it registers again.
-	if known, _ := m.Heartbeat(Heartbeat{ResourceID: "tm1", RegistrationID: id1}, t0.Add(11*time.Second)); known {
+	if known, _ := m.Heartbeat(control.Heartbeat{ResourceID: "tm1", RegistrationID: id1}, t0.Add(11*time.Second)); known {
 		t.Fatal("heartbeat of a dead registration accepted")
 	}
 	if _, _, _, err := m.Register(reg("tm1", 2), t0.Add(11*time.Second)); err != nil {
@@ -194,11 +195,11 @@ func TestReRegisterAfterJobManagerRestart(t *testing.T) {
 	// old registration id is refused, it registers again with a slot report
 	// that still shows an allocation of the old JobManager's job.
 	m := NewSlotManager(time.Second, seqIDs())
-	if known, _ := m.Heartbeat(Heartbeat{ResourceID: "tm1", RegistrationID: "old"}, t0); known {
+	if known, _ := m.Heartbeat(control.Heartbeat{ResourceID: "tm1", RegistrationID: "old"}, t0); known {
 		t.Fatal("unknown registration accepted")
 	}
 	r := reg("tm1", 2)
-	r.SlotReport = []SlotStatus{{Index: 0, AllocationID: "a-old", JobID: "j-old"}, {Index: 1}}
+	r.SlotReport = []control.SlotStatus{{Index: 0, AllocationID: "a-old", JobID: "j-old"}, {Index: 1}}
 	id, lost, stale, err := m.Register(r, t0)
 	if err != nil || id == "" || len(lost) != 0 {
 		t.Fatalf("Register = %q %v %v", id, lost, err)
@@ -210,7 +211,7 @@ func TestReRegisterAfterJobManagerRestart(t *testing.T) {
 		t.Fatalf("free = %d: the stale allocation still occupies its slot", m.Free())
 	}
 	// Once the TaskManager reports it gone, the slot is free again.
-	known, stale := m.Heartbeat(Heartbeat{ResourceID: "tm1", RegistrationID: id, SlotReport: []SlotStatus{{Index: 0}, {Index: 1}}}, t0)
+	known, stale := m.Heartbeat(control.Heartbeat{ResourceID: "tm1", RegistrationID: id, SlotReport: []control.SlotStatus{{Index: 0}, {Index: 1}}}, t0)
 	if !known || len(stale) != 0 || m.Free() != 2 {
 		t.Fatalf("known %v stale %v free %d", known, stale, m.Free())
 	}
@@ -224,7 +225,7 @@ func TestReRegisterOfLiveTaskManager(t *testing.T) {
 	a, _ := m.Allocate("ja", 1)
 	b, _ := m.Allocate("jb", 2)
 	r := reg("tm1", 3)
-	r.SlotReport = []SlotStatus{{Index: 0, AllocationID: a[0].AllocationID, JobID: "ja"}}
+	r.SlotReport = []control.SlotStatus{{Index: 0, AllocationID: a[0].AllocationID, JobID: "ja"}}
 	id, lost, stale, err := m.Register(r, t0.Add(time.Second))
 	if err != nil || id == old || len(stale) != 0 {
 		t.Fatalf("Register = %q %v %v", id, stale, err)
@@ -235,7 +236,7 @@ func TestReRegisterOfLiveTaskManager(t *testing.T) {
 	if m.Free() != 2 {
 		t.Fatalf("free = %d", m.Free())
 	}
-	if known, _ := m.Heartbeat(Heartbeat{ResourceID: "tm1", RegistrationID: old}, t0); known {
+	if known, _ := m.Heartbeat(control.Heartbeat{ResourceID: "tm1", RegistrationID: old}, t0); known {
 		t.Fatal("old registration id still accepted")
 	}
 	m.Release(a[0].AllocationID)
@@ -278,11 +279,11 @@ func TestUnreachableHoldsSlotsUntilHeartbeat(t *testing.T) {
 		t.Fatalf("allocated %v on the unreachable tm1", s)
 	}
 	// A heartbeat from the moment of the report does not clear it; a later one does.
-	m.Heartbeat(Heartbeat{ResourceID: "tm1", RegistrationID: id1}, t0.Add(time.Second))
+	m.Heartbeat(control.Heartbeat{ResourceID: "tm1", RegistrationID: id1}, t0.Add(time.Second))
 	if m.Free() != 0 {
 		t.Fatalf("free = %d before a later heartbeat", m.Free())
 	}
-	m.Heartbeat(Heartbeat{ResourceID: "tm1", RegistrationID: id1}, t0.Add(2*time.Second))
+	m.Heartbeat(control.Heartbeat{ResourceID: "tm1", RegistrationID: id1}, t0.Add(2*time.Second))
 	if m.Free() != 2 {
 		t.Fatalf("free = %d after tm1 heartbeated again, want 2", m.Free())
 	}

@@ -5,34 +5,10 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/dispatcher"
-	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/resourcemanager"
 	"github.com/sluicehq/sluice/internal/checkpoint"
 	dsp "github.com/sluicehq/sluice/jm/dispatcher"
 	jmd "github.com/sluicehq/sluice/jm/jobmaster"
-	rmd "github.com/sluicehq/sluice/jm/resourcemanager"
 )
-
-func slotsFromWire(ss []*resourcemanager.SlotStatus) []rmd.SlotStatus {
-	var out []rmd.SlotStatus
-	for _, s := range ss {
-		if s != nil {
-			out = append(out, rmd.SlotStatus{Index: int(s.Index), AllocationID: s.AllocationId, JobID: s.JobId})
-		}
-	}
-	return out
-}
-
-func registrationFromWire(r *resourcemanager.RegisterTaskManagerRequest) rmd.Registration {
-	return rmd.Registration{
-		ResourceID:  r.GetResourceId(),
-		RPCAddress:  r.GetRpcAddress(),
-		DataAddress: r.GetDataAddress(),
-		Slots:       int(r.GetSlots()),
-		CPUCores:    int(r.GetCpuCores()),
-		MemoryBytes: r.GetMemoryBytes(),
-		SlotReport:  slotsFromWire(r.GetSlotReport()),
-	}
-}
 
 func checkpointToWire(s checkpoint.Stats) *dispatcher.CheckpointInfo {
 	return &dispatcher.CheckpointInfo{

@@ -6,6 +6,7 @@ import (
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/resourcemanager"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/internal/rpcserver"
+	"github.com/sluicehq/sluice/internal/rpcwire"
 	rmd "github.com/sluicehq/sluice/jm/resourcemanager"
 )
 
@@ -25,15 +26,11 @@ func (e *ResourceManagerEndpoint) RegisterTaskManager(ctx context.Context, req *
 	if req == nil {
 		return nil, rpcserver.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "register task manager: no request"))
 	}
-	r, err := e.RM.RegisterTaskManager(ctx, registrationFromWire(req))
+	r, err := e.RM.RegisterTaskManager(ctx, rpcwire.RegistrationFromWire(req))
 	if err != nil {
 		return nil, rpcserver.ToWire(err)
 	}
-	return &resourcemanager.RegisterTaskManagerResponse{
-		RegistrationId:      r.RegistrationID,
-		HeartbeatIntervalMs: r.HeartbeatInterval.Milliseconds(),
-		HeartbeatTimeoutMs:  r.HeartbeatTimeout.Milliseconds(),
-	}, nil
+	return rpcwire.RegisteredToWire(r), nil
 }
 
 // Heartbeat records a heartbeat.
@@ -44,12 +41,7 @@ func (e *ResourceManagerEndpoint) Heartbeat(ctx context.Context, req *resourcema
 	if req == nil {
 		return nil, rpcserver.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "heartbeat: no request"))
 	}
-	known, err := e.RM.Heartbeat(ctx, rmd.Heartbeat{
-		ResourceID:     req.GetResourceId(),
-		RegistrationID: req.GetRegistrationId(),
-		SlotReport:     slotsFromWire(req.GetSlotReport()),
-		Metrics:        req.GetMetrics(),
-	})
+	known, err := e.RM.Heartbeat(ctx, rpcwire.HeartbeatFromWire(req))
 	if err != nil {
 		return nil, rpcserver.ToWire(err)
 	}

@@ -348,12 +348,12 @@ func (e *Executor) Reset(reason string) {
 }
 
 // SlotReport returns the state of every slot, in slot order.
-func (e *Executor) SlotReport() []SlotStatus {
+func (e *Executor) SlotReport() []control.SlotStatus {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := make([]SlotStatus, len(e.slots))
+	out := make([]control.SlotStatus, len(e.slots))
 	for i, s := range e.slots {
-		out[i] = SlotStatus{Index: i, AllocationID: s.allocationID, JobID: s.jobID}
+		out[i] = control.SlotStatus{Index: i, AllocationID: s.allocationID, JobID: s.jobID}
 	}
 	return out
 }

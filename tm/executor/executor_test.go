@@ -315,21 +315,21 @@ type fakeRM struct {
 	known         atomic.Bool
 	failRegister  atomic.Int32 // fail this many registrations first
 	failBeats     atomic.Bool
-	lastReport    atomic.Value // []SlotStatus
+	lastReport    atomic.Value // []control.SlotStatus
 }
 
-func (f *fakeRM) Register(_ context.Context, r Registration) (Registered, error) {
+func (f *fakeRM) Register(_ context.Context, r control.Registration) (control.Registered, error) {
 	if f.failRegister.Load() > 0 {
 		f.failRegister.Add(-1)
-		return Registered{}, rpcerr.Errorf(rpcerr.ErrUnavailable, "rpc: connection refused")
+		return control.Registered{}, rpcerr.Errorf(rpcerr.ErrUnavailable, "rpc: connection refused")
 	}
 	n := f.registrations.Add(1)
 	f.known.Store(true)
 	f.lastReport.Store(r.SlotReport)
-	return Registered{RegistrationID: fmt.Sprint("r", n), HeartbeatInterval: 10 * time.Millisecond, HeartbeatTimeout: 200 * time.Millisecond}, nil
+	return control.Registered{RegistrationID: fmt.Sprint("r", n), HeartbeatInterval: 10 * time.Millisecond, HeartbeatTimeout: 200 * time.Millisecond}, nil
 }
 
-func (f *fakeRM) Heartbeat(_ context.Context, h Heartbeat) (bool, error) {
+func (f *fakeRM) Heartbeat(_ context.Context, h control.Heartbeat) (bool, error) {
 	f.heartbeats.Add(1)
 	if f.failBeats.Load() {
 		return false, rpcerr.Errorf(rpcerr.ErrUnavailable, "rpc: connection refused")
@@ -342,7 +342,7 @@ func runRegistration(t *testing.T, e *Executor, rm ResourceManager) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		e.RunRegistration(ctx, rm, Registration{ResourceID: "tm1", RPCAddress: "127.0.0.1:1", DataAddress: "127.0.0.1:2", Slots: 2})
+		e.RunRegistration(ctx, rm, control.Registration{ResourceID: "tm1", RPCAddress: "127.0.0.1:1", DataAddress: "127.0.0.1:2", Slots: 2})
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 }
@@ -364,7 +364,7 @@ func TestRegistrationRetriesAndReregisters(t *testing.T) {
 	}
 	rm.known.Store(false)
 	testutil.Eventually(t, 5*time.Second, func() bool { return rm.registrations.Load() == 2 })
-	if rep := rm.lastReport.Load().([]SlotStatus); rep[0].AllocationID != "" {
+	if rep := rm.lastReport.Load().([]control.SlotStatus); rep[0].AllocationID != "" {
 		t.Errorf("re-registration reported %+v; want every slot free", rep)
 	}
 

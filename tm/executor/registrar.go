@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 )
 
@@ -31,7 +32,7 @@ const (
 //	     ▲  │ error: backoff      │ known=false, or no success
 //	     │  └─▶(retry)            │ for the heartbeat timeout
 //	     └────────────────────────┘ (Reset: cancel tasks, free slots)
-func (e *Executor) RunRegistration(ctx context.Context, rm ResourceManager, reg Registration) {
+func (e *Executor) RunRegistration(ctx context.Context, rm ResourceManager, reg control.Registration) {
 	log := e.log
 	backoff := 100 * time.Millisecond
 	failures := 0
@@ -80,7 +81,7 @@ func (e *Executor) RunRegistration(ctx context.Context, rm ResourceManager, reg 
 
 // heartbeat sends heartbeats until one answers known=false, none succeeds
 // for the timeout, or ctx ends; it returns why it stopped.
-func (e *Executor) heartbeat(ctx context.Context, rm ResourceManager, resourceID string, r Registered) string {
+func (e *Executor) heartbeat(ctx context.Context, rm ResourceManager, resourceID string, r control.Registered) string {
 	t := time.NewTicker(r.HeartbeatInterval)
 	defer t.Stop()
 	lastOK := time.Now()
@@ -91,7 +92,7 @@ func (e *Executor) heartbeat(ctx context.Context, rm ResourceManager, resourceID
 		case <-t.C:
 		}
 		hctx, cancel := context.WithTimeout(ctx, r.HeartbeatTimeout)
-		known, err := rm.Heartbeat(hctx, Heartbeat{
+		known, err := rm.Heartbeat(hctx, control.Heartbeat{
 			ResourceID:     resourceID,
 			RegistrationID: r.RegistrationID,
 			SlotReport:     e.SlotReport(),

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/control"
@@ -29,45 +28,12 @@ type JobMasters interface {
 	DeclineCheckpoint(ctx context.Context, address string, f control.FencingToken, d checkpoint.Decline) error
 }
 
-// SlotStatus is one slot in a slot report.
-type SlotStatus struct {
-	Index        int
-	AllocationID string // empty when free
-	JobID        string
-}
-
-// Registration is what a TaskManager tells the ResourceManager about itself.
-type Registration struct {
-	ResourceID  string
-	RPCAddress  string
-	DataAddress string
-	Slots       int
-	CPUCores    int
-	MemoryBytes int64
-	SlotReport  []SlotStatus
-}
-
-// Registered is the ResourceManager's answer to a registration.
-type Registered struct {
-	RegistrationID    string
-	HeartbeatInterval time.Duration
-	HeartbeatTimeout  time.Duration
-}
-
-// Heartbeat is one periodic report to the ResourceManager.
-type Heartbeat struct {
-	ResourceID     string
-	RegistrationID string
-	SlotReport     []SlotStatus
-	Metrics        map[string]int64
-}
-
 // ResourceManager is the JobManager's ResourceManager as seen from a
 // TaskManager. Heartbeat answers known=false when the ResourceManager does
 // not know the registration (it restarted, or declared this TaskManager dead).
 type ResourceManager interface {
-	Register(ctx context.Context, r Registration) (Registered, error)
-	Heartbeat(ctx context.Context, h Heartbeat) (known bool, err error)
+	Register(ctx context.Context, r control.Registration) (control.Registered, error)
+	Heartbeat(ctx context.Context, h control.Heartbeat) (known bool, err error)
 }
 
 // Errors returned by the Executor. Each wraps the internal/rpcerr sentinel of

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	jmclient "github.com/sluicehq/sluice/idl/kitex_gen/sluice/jobmaster/jobmaster"
-	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/resourcemanager"
 	rmclient "github.com/sluicehq/sluice/idl/kitex_gen/sluice/resourcemanager/resourcemanager"
 	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/control"
@@ -35,26 +33,17 @@ func NewResourceManager(addr string, cfg rpcserver.ClientConfig) (*ResourceManag
 }
 
 // Register registers the TaskManager.
-func (r *ResourceManager) Register(ctx context.Context, reg executor.Registration) (executor.Registered, error) {
-	resp, err := r.c.RegisterTaskManager(ctx, registrationToWire(reg))
+func (r *ResourceManager) Register(ctx context.Context, reg control.Registration) (control.Registered, error) {
+	resp, err := r.c.RegisterTaskManager(ctx, rpcwire.RegistrationToWire(reg))
 	if err != nil {
-		return executor.Registered{}, fmt.Errorf("register task manager: %w", rpcserver.FromCall(err))
+		return control.Registered{}, fmt.Errorf("register task manager: %w", rpcserver.FromCall(err))
 	}
-	return executor.Registered{
-		RegistrationID:    resp.GetRegistrationId(),
-		HeartbeatInterval: time.Duration(resp.GetHeartbeatIntervalMs()) * time.Millisecond,
-		HeartbeatTimeout:  time.Duration(resp.GetHeartbeatTimeoutMs()) * time.Millisecond,
-	}, nil
+	return rpcwire.RegisteredFromWire(resp), nil
 }
 
 // Heartbeat sends one heartbeat.
-func (r *ResourceManager) Heartbeat(ctx context.Context, h executor.Heartbeat) (bool, error) {
-	resp, err := r.c.Heartbeat(ctx, &resourcemanager.HeartbeatRequest{
-		ResourceId:     h.ResourceID,
-		RegistrationId: h.RegistrationID,
-		SlotReport:     slotsToWire(h.SlotReport),
-		Metrics:        h.Metrics,
-	})
+func (r *ResourceManager) Heartbeat(ctx context.Context, h control.Heartbeat) (bool, error) {
+	resp, err := r.c.Heartbeat(ctx, rpcwire.HeartbeatToWire(h))
 	if err != nil {
 		return false, fmt.Errorf("heartbeat: %w", rpcserver.FromCall(err))
 	}

@@ -10,8 +10,8 @@
 // declared in internal/checkpoint and used here as they are.
 //
 // jm/jobmaster and jm/resourcemanager build or take these values and
-// tm/executor, tm/task and tm/exchange consume or send them; the RPC adapters convert them to and from Thrift in one
-// place, internal/rpcwire. This package holds plain data only: it imports
+// tm/executor, tm/task and tm/exchange consume or send them; the RPC
+// adapters convert them to and from Thrift in one place, internal/rpcwire. This package holds plain data only: it imports
 // the standard library, internal/jobgraph and internal/checkpoint, and must
 // not import idl/kitex_gen, Kitex, jm, tm or wasmhost.
 package control

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/jobgraph"
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/local"
 	"github.com/sluicehq/sluice/local/localtest"
 	"github.com/sluicehq/sluice/sdk/client"
@@ -33,10 +34,7 @@ func BenchmarkCheckpointsWordCount(b *testing.B) {
 		b.Fatal(err)
 	}
 	c := localtest.Start(b, local.Config{TaskManagers: 1, Slots: 2})
-	cl, err := c.Client()
-	if err != nil {
-		b.Fatal(err)
-	}
+	cl := c.Client()
 	args := []string{"--input", in}
 	plain := jobSpec(b, c, cl, wasm, args, nil)
 	checkpointed := jobSpec(b, c, cl, wasm, args, map[string]string{checkpoint.KeyInterval: "1s"})
@@ -57,10 +55,7 @@ func BenchmarkCheckpointLargeState(b *testing.B) {
 	const keys, valueBytes = 100_000, 1000
 	wasm := localtest.Guest(b, "bench/testdata/bigstate")
 	c := localtest.Start(b, local.Config{TaskManagers: 1, Slots: 1})
-	cl, err := c.Client()
-	if err != nil {
-		b.Fatal(err)
-	}
+	cl := c.Client()
 	ctx := context.Background()
 	digest, err := cl.UploadModule(ctx, wasm)
 	if err != nil {
@@ -85,13 +80,13 @@ func BenchmarkCheckpointLargeState(b *testing.B) {
 			return c.Status != "COMPLETED" || c.Size < keys*valueBytes
 		})
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for len(full()) == 0 {
-		if time.Now().After(deadline) {
-			b.Fatalf("no checkpoint of the full state within 2 minutes: %+v", full())
+	testutil.CheckFor(b, 2*time.Minute, 100*time.Millisecond, func() error {
+		if len(full()) == 0 {
+			cps, _ := cl.ListCheckpoints(ctx, id)
+			return fmt.Errorf("no checkpoint of the full state (%d bytes) yet: %+v", keys*valueBytes, cps)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	payload := bytes.Repeat([]byte("x"), int(full()[0].Size))
 
 	var cpTime, native time.Duration
@@ -108,19 +103,17 @@ func BenchmarkCheckpointLargeState(b *testing.B) {
 		}
 		native += time.Since(t0)
 		// Wait for the next checkpoint of the full state.
-		for found := false; !found; {
+		testutil.CheckFor(b, 2*time.Minute, 50*time.Millisecond, func() error {
 			for _, cp := range full() {
 				if !seen[cp.ID] {
-					seen[cp.ID], found = true, true
+					seen[cp.ID] = true
 					cpTime += cp.Duration
 					size = cp.Size
-					break
+					return nil
 				}
 			}
-			if !found {
-				time.Sleep(50 * time.Millisecond)
-			}
-		}
+			return fmt.Errorf("no checkpoint of the full state after the %d seen", len(seen))
+		})
 	}
 	b.ReportMetric(float64(cpTime.Milliseconds())/float64(b.N), "ms/checkpoint")
 	b.ReportMetric(float64(size)/1e6, "state_MB")
@@ -136,10 +129,7 @@ func BenchmarkCheckpointsExactlyOnce(b *testing.B) {
 	const keys, perKey = 16, 1_000_000
 	wasm := localtest.Guest(b, "examples/exactlyonce")
 	c := localtest.Start(b, local.Config{TaskManagers: 1, Slots: 2})
-	cl, err := c.Client()
-	if err != nil {
-		b.Fatal(err)
-	}
+	cl := c.Client()
 	args := []string{"--keys", fmt.Sprint(keys), "--per-key", fmt.Sprint(perKey)}
 	plain := jobSpec(b, c, cl, wasm, args, nil)
 	checkpointed := jobSpec(b, c, cl, wasm, args, map[string]string{checkpoint.KeyInterval: "1s"})

@@ -61,7 +61,7 @@ func nativeWordCount(path string) ([]string, error) {
 
 // jobSpec stages args' --input files and uploads wasm once, and returns a
 // spec at parallelism 2 with config (nil for none) that re-runs the job.
-func jobSpec(b *testing.B, c *local.Cluster, cl *client.Client, wasm []byte, args []string, config map[string]string) client.JobSpec {
+func jobSpec(b *testing.B, c localtest.Cluster, cl *client.Client, wasm []byte, args []string, config map[string]string) client.JobSpec {
 	b.Helper()
 	ctx := context.Background()
 	inputs, err := client.StageInputs(ctx, c.Blob(), client.DefaultTenant, args)
@@ -75,22 +75,19 @@ func jobSpec(b *testing.B, c *local.Cluster, cl *client.Client, wasm []byte, arg
 	return client.JobSpec{ModuleDigest: digest, Args: args, Parallelism: 2, Config: client.InputsConfig(config, inputs)}
 }
 
-func setup(b *testing.B, slots int) (*local.Cluster, *client.Client, []byte, string) {
+func setup(b *testing.B, slots int) (*localtest.InProcess, *client.Client, []byte, string) {
 	b.Helper()
 	return setupWith(b, slots, localtest.Guest(b, "examples/wordcount"))
 }
 
-func setupWith(b *testing.B, slots int, wasm []byte) (*local.Cluster, *client.Client, []byte, string) {
+func setupWith(b *testing.B, slots int, wasm []byte) (*localtest.InProcess, *client.Client, []byte, string) {
 	b.Helper()
 	in := filepath.Join(b.TempDir(), "input.txt")
 	if err := localtest.GenerateText(in, inputSize, 1); err != nil {
 		b.Fatal(err)
 	}
 	c := localtest.Start(b, local.Config{TaskManagers: 1, Slots: slots})
-	cl, err := c.Client()
-	if err != nil {
-		b.Fatal(err)
-	}
+	cl := c.Client()
 	return c, cl, wasm, in
 }
 

@@ -3,6 +3,7 @@ package local_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -22,23 +23,21 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m, localtest.GoleakOptions()
 // every slot came back.
 func TestCancelEndsTasksAndFreesSlots(t *testing.T) {
 	c := localtest.Start(t, local.Config{TaskManagers: 2, Slots: 2})
-	cl, err := c.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := c.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	id, err := localtest.Submit(ctx, cl, c.Blob(), localtest.Guest(t, "local/testdata/spin"), nil, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, time.Minute, func() bool {
-		n := 0
+	testutil.CheckFor(t, time.Minute, 10*time.Millisecond, func() error {
 		for _, tm := range c.TaskManagers() {
-			n += len(tm.RunningTasks())
+			if len(tm.RunningTasks()) > 0 {
+				return nil
+			}
 		}
-		return n > 0
-	}, "no task ever ran")
+		return fmt.Errorf("no task of job %s runs on any of %d task managers", id, len(c.TaskManagers()))
+	})
 	start := time.Now()
 	if err := cl.CancelJob(ctx, id); err != nil {
 		t.Fatal(err)
@@ -51,30 +50,27 @@ func TestCancelEndsTasksAndFreesSlots(t *testing.T) {
 		t.Fatalf("job ended %s after cancel", r.State)
 	}
 	t.Logf("canceled in %v", time.Since(start))
-	testutil.Eventually(t, 10*time.Second, func() bool {
+	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 		for _, tm := range c.TaskManagers() {
-			if len(tm.RunningTasks()) > 0 {
-				return false
+			if n := len(tm.RunningTasks()); n > 0 {
+				return fmt.Errorf("task manager %s still runs %d tasks after cancel", tm.ResourceID(), n)
 			}
 			for _, s := range tm.Slots() {
 				if s.AllocationID != "" {
-					return false
+					return fmt.Errorf("task manager %s slot %d still allocated to %s after cancel", tm.ResourceID(), s.Index, s.AllocationID)
 				}
 			}
 		}
-		ov, err := cl.Overview(ctx)
-		return err == nil && ov.SlotsFree == ov.SlotsTotal && ov.SlotsTotal == 4
-	}, "tasks or slots left after cancel")
+		return nil
+	})
+	localtest.WaitSlots(t, c, 4)
 }
 
 // TestTrapFailsOnlyTheJob: a guest that traps fails its job with the
 // guest's stack trace; the TaskManagers survive and run the next job.
 func TestTrapFailsOnlyTheJob(t *testing.T) {
 	c := localtest.Start(t, local.Config{TaskManagers: 1, Slots: 2})
-	cl, err := c.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := c.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	_, r, err := localtest.RunJob(ctx, cl, c.Blob(), localtest.Guest(t, "local/testdata/trap"), nil, 1)
@@ -102,15 +98,12 @@ func TestTrapFailsOnlyTheJob(t *testing.T) {
 // TestBadSubmissions: each is refused with a clear error and leaves no job.
 func TestBadSubmissions(t *testing.T) {
 	c := localtest.Start(t, local.Config{TaskManagers: 1, Slots: 1})
-	cl, err := c.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := c.Client()
 	ctx := context.Background()
 	if _, err := cl.UploadModule(ctx, []byte("not wasm at all")); !errors.Is(err, client.ErrInvalidModule) {
 		t.Errorf("upload of text: %v; want ErrInvalidModule", err)
 	}
-	_, err = localtest.Submit(ctx, cl, c.Blob(), localtest.Guest(t, "local/testdata/cycle"), nil, 1)
+	_, err := localtest.Submit(ctx, cl, c.Blob(), localtest.Guest(t, "local/testdata/cycle"), nil, 1)
 	if !errors.Is(err, client.ErrInvalidArgument) || !strings.Contains(err.Error(), "cycle") {
 		t.Errorf("cycle: %v; want an invalid graph naming the cycle", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/jm"
 	"github.com/sluicehq/sluice/local"
 	"github.com/sluicehq/sluice/local/localtest"
@@ -25,7 +26,7 @@ const (
 
 // tenantCluster is an embedded cluster with tenants a (no quotas) and b
 // (a 500ms call deadline and 64 MiB per instance), and a client for each.
-func tenantCluster(t testing.TB, slots int) (*local.Cluster, *client.Client, *client.Client) {
+func tenantCluster(t testing.TB, slots int) (*localtest.InProcess, *client.Client, *client.Client) {
 	t.Helper()
 	ts, err := auth.ParseTenants([]byte(`{"tenants":[
 		{"name":"a","token_sha256":["` + auth.HashToken(isoTokenA) + `"]},
@@ -34,11 +35,11 @@ func tenantCluster(t testing.TB, slots int) (*local.Cluster, *client.Client, *cl
 		t.Fatal(err)
 	}
 	c := localtest.Start(t, local.Config{TaskManagers: 1, Slots: slots, JobManager: func(j *jm.Config) { j.Tenants = ts }})
-	ca, err := c.Client(client.WithToken(isoTokenA))
+	ca, err := c.Cluster.Client(client.WithToken(isoTokenA))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cb, err := c.Client(client.WithToken(isoTokenB))
+	cb, err := c.Cluster.Client(client.WithToken(isoTokenB))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func toBytes(ss []string) [][]byte {
 }
 
 // submitAs stages args' local inputs under tenant and submits wasm.
-func submitAs(ctx context.Context, t testing.TB, c *local.Cluster, cl *client.Client, tenant string, wasm []byte, args []string, p int) string {
+func submitAs(ctx context.Context, t testing.TB, c localtest.Cluster, cl *client.Client, tenant string, wasm []byte, args []string, p int) string {
 	t.Helper()
 	inputs, err := client.StageInputs(ctx, c.Blob(), tenant, args)
 	if err != nil {
@@ -231,7 +232,7 @@ func BenchmarkTenantIsolation(b *testing.B) {
 
 // jobSpec stages args' inputs under tenant and uploads wasm once, for jobs
 // submitted again and again.
-func jobSpec(ctx context.Context, t testing.TB, c *local.Cluster, cl *client.Client, tenant string, wasm []byte, args []string, p int) client.JobSpec {
+func jobSpec(ctx context.Context, t testing.TB, c localtest.Cluster, cl *client.Client, tenant string, wasm []byte, args []string, p int) client.JobSpec {
 	t.Helper()
 	inputs, err := client.StageInputs(ctx, c.Blob(), tenant, args)
 	if err != nil {
@@ -272,36 +273,25 @@ func startHostile(ctx context.Context, t testing.TB, cl *client.Client, spec cli
 	case <-h.done:
 		t.Fatalf("b's hostile loop ended at once: %v", h.err)
 	}
-	deadline := time.Now().Add(hostileJobTimeout)
-	for {
+	// Stop b's loop if the wait below fails the test.
+	ok := false
+	defer func() {
+		if !ok {
+			h.stop()
+		}
+	}()
+	testutil.CheckFor(t, hostileJobTimeout, 5*time.Millisecond, func() error {
 		d, err := cl.GetJob(ctx, id)
 		if err != nil {
-			h.stop()
-			t.Fatal(err)
+			return fmt.Errorf("b's job %s: %w", id, err)
 		}
-		if allRunning(d) || client.Terminal(d.State) {
-			return h
+		if client.Terminal(d.State) {
+			return nil
 		}
-		if time.Now().After(deadline) {
-			h.stop()
-			t.Fatalf("b's job %s not running after %v: %s", id, hostileJobTimeout, d.State)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-func allRunning(d client.JobDetails) bool {
-	if d.State != client.StateRunning || len(d.Vertices) == 0 {
-		return false
-	}
-	for _, v := range d.Vertices {
-		for _, s := range v.Subtasks {
-			if s.State != client.StateRunning {
-				return false
-			}
-		}
-	}
-	return true
+		return localtest.AllRunning(d)
+	})
+	ok = true
+	return h
 }
 
 func (h *hostileTenant) run(ctx context.Context, cl *client.Client, spec client.JobSpec, started chan<- string) {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -13,80 +12,25 @@ import (
 
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/blob/blobtest"
+	"github.com/sluicehq/sluice/cmd/sluice/internal/proctest"
 	"github.com/sluicehq/sluice/internal/testutil"
+	"github.com/sluicehq/sluice/local/localtest"
 	"github.com/sluicehq/sluice/sdk/client"
 )
 
-// openStore opens the blob store the cluster's processes share, from the
-// test process.
-func openStore(t *testing.T, url string) blob.Store {
-	t.Helper()
-	tg, err := blob.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s blob.Store
-	if tg.S3 != nil {
-		s3 := testutil.RequireS3(t)
-		tg.S3.AccessKey, tg.S3.SecretKey = s3.AccessKey, s3.SecretKey
-		s, err = blob.OpenS3(context.Background(), *tg.S3)
-	} else {
-		s, err = blob.OpenFS(context.Background(), *tg.FS)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
-
-func (c *testCluster) checkpoints(id string) []client.Checkpoint {
-	c.t.Helper()
-	r := sluice(c.t, c.env, "checkpoints", "--json", id)
-	if r.code != 0 {
-		c.t.Fatalf("sluice checkpoints %s: exit %d: %s", id, r.code, r.stderr)
-	}
-	var cps []client.Checkpoint
-	if err := json.Unmarshal([]byte(r.stdout), &cps); err != nil {
-		c.t.Fatalf("sluice checkpoints --json: %v\n%s", err, r.stdout)
-	}
-	return cps
-}
-
-// runningOn returns the task managers running the job's subtasks, once
-// every subtask is RUNNING; nil before.
-func (c *testCluster) runningOn(id string) []string {
-	d := c.status(id)
-	if d.State != client.StateRunning {
-		return nil
+// runningOn returns the task managers running job id's subtasks once
+// every subtask is RUNNING, or says why not.
+func runningOn(d client.JobDetails) ([]string, error) {
+	if err := localtest.AllRunning(d); err != nil {
+		return nil, err
 	}
 	var tms []string
 	for _, v := range d.Vertices {
 		for _, s := range v.Subtasks {
-			if s.State != "RUNNING" {
-				return nil
-			}
 			tms = append(tms, s.TaskManager)
 		}
 	}
-	return tms
-}
-
-// procOf finds the live process of a task manager named in a job's status.
-func (c *testCluster) procOf(tm string) *proc {
-	c.t.Helper()
-	for _, p := range c.tms {
-		select {
-		case <-p.done:
-			continue
-		default:
-		}
-		if strings.Contains(tm, p.addr) || victimMatches(c, tm, p) {
-			return p
-		}
-	}
-	c.t.Fatalf("no live task manager process matches %q", tm)
-	return nil
+	return tms, nil
 }
 
 // TestE2EExactlyOnceKillTaskManagers runs the exactly-once example across
@@ -97,72 +41,77 @@ func (c *testCluster) procOf(tm string) *proc {
 // left of the checkpoint that was in flight.
 func TestE2EExactlyOnceKillTaskManagers(t *testing.T) {
 	const keys, perKey, rate = 16, 2500, 2500
-	c := startCluster(t, []string{"--heartbeat-interval", "200ms", "--heartbeat-timeout", "2s",
+	c := proctest.Start(t, []string{"--heartbeat-interval", "200ms", "--heartbeat-timeout", "2s",
 		"--restart-attempts", "20", "--restart-delay", "200ms"}, 2, 2)
-	store := openStore(t, c.blob)
-	r := sluice(t, c.env, "run", "--detached", "-p", "2", "--checkpoint-interval", "300ms", "-C", "sandbox.clock=wall",
+	store := c.Blob()
+	r := c.Run("run", "--detached", "-p", "2", "--checkpoint-interval", "300ms", "-C", "sandbox.clock=wall",
 		moduleDir(t, "examples/exactlyonce"), "--", "--keys", fmt.Sprint(keys), "--per-key", fmt.Sprint(perKey),
 		"--rate", fmt.Sprint(rate), "--barrier-delay", "250ms", "--out", "eo/out")
-	if r.code != 0 {
-		t.Fatalf("sluice run: exit %d: %s", r.code, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("sluice run: exit %d: %s", r.Code, r.Stderr)
 	}
-	id := strings.TrimSpace(r.stdout)
+	id := strings.TrimSpace(r.Stdout)
 
-	cl, err := client.New(c.jm.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := c.Client()
 	var inFlight int64
 	var recoveries []time.Duration
 	for kill := 1; kill <= 3; kill++ {
-		var tms []string
-		testutil.Eventually(t, 2*time.Minute, func() bool {
-			tms = c.runningOn(id)
-			return tms != nil
-		}, "job %s never had every subtask running before kill %d", id, kill)
+		tms, _ := runningOn(localtest.WaitAllRunning(t, c, id, 2*time.Minute))
 		if kill == 2 {
 			// Between a trigger and its completion: a checkpoint triggered
 			// moments ago, while every barrier hook takes 250ms.
-			testutil.Eventually(t, time.Minute, func() bool {
+			testutil.CheckFor(t, time.Minute, 5*time.Millisecond, func() error {
 				cps, err := cl.ListCheckpoints(context.Background(), id)
 				if err != nil {
-					return false
+					return err
 				}
 				i := slices.IndexFunc(cps, func(cp client.Checkpoint) bool {
 					return cp.Status == "IN_PROGRESS" && time.Since(cp.Triggered) < 100*time.Millisecond
 				})
-				if i >= 0 {
-					inFlight = cps[i].ID
+				if i < 0 {
+					return fmt.Errorf("none of job %s's %d checkpoints is in progress and triggered under 100ms ago", id, len(cps))
 				}
-				return i >= 0
-			}, "no checkpoint ever in progress")
+				inFlight = cps[i].ID
+				return nil
+			})
 		} else {
-			done := len(slices.DeleteFunc(c.checkpoints(id), func(cp client.Checkpoint) bool { return cp.Status != "COMPLETED" }))
-			testutil.Eventually(t, time.Minute, func() bool {
-				return len(slices.DeleteFunc(c.checkpoints(id), func(cp client.Checkpoint) bool { return cp.Status != "COMPLETED" })) > done
-			}, "no checkpoint completed before kill %d", kill)
+			completed := func() int {
+				return len(slices.DeleteFunc(c.Checkpoints(id), func(cp client.Checkpoint) bool { return cp.Status != "COMPLETED" }))
+			}
+			done := completed()
+			testutil.CheckFor(t, time.Minute, 50*time.Millisecond, func() error {
+				if n := completed(); n <= done {
+					return fmt.Errorf("%d checkpoints completed, want a new one before kill %d", n, kill)
+				}
+				return nil
+			})
 		}
-		victim := c.procOf(tms[len(tms)-1])
+		victim := localtest.TaskManagerIndex(t, c, tms[len(tms)-1])
 		killed := time.Now()
-		victim.kill()
-		c.addTM(2) // a replacement, as a supervisor would start
-		testutil.Eventually(t, 2*time.Minute, func() bool {
-			d := c.status(id)
-			return d.Restarts >= kill && c.runningOn(id) != nil
-		}, "job did not run again after kill %d", kill)
+		c.KillTaskManager(victim)
+		c.StartTaskManager(2) // a replacement, as a supervisor would start
+		localtest.WaitJob(t, c, id, 2*time.Minute, func(d client.JobDetails) error {
+			if d.Restarts < kill {
+				return fmt.Errorf("job %s restarted %d times, want %d after kill %d", id, d.Restarts, kill, kill)
+			}
+			return localtest.AllRunning(d)
+		})
 		recoveries = append(recoveries, time.Since(killed))
 		if kill == 2 {
 			// The in-flight checkpoint was aborted and nothing of it stays.
 			dir := fmt.Sprintf("tenants/default/jobs/%s/checkpoints/%020d/", id, inFlight)
-			testutil.Eventually(t, 10*time.Second, func() bool {
+			testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 				n := 0
 				for range blob.All(context.Background(), store, dir) {
 					n++
 				}
-				return n == 0
-			}, "the aborted checkpoint %d left objects in %s", inFlight, dir)
+				if n > 0 {
+					return fmt.Errorf("the aborted checkpoint %d left %d objects in %s", inFlight, n, dir)
+				}
+				return nil
+			})
 		}
-		t.Logf("kill %d of %s: job RUNNING again after %v", kill, victim.name, time.Since(killed).Round(10*time.Millisecond))
+		t.Logf("kill %d of %s: job RUNNING again after %v", kill, c.TMs[victim].Name, time.Since(killed).Round(10*time.Millisecond))
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -177,7 +126,7 @@ func TestE2EExactlyOnceKillTaskManagers(t *testing.T) {
 	if v := res.Accumulators["violations"]; v != 0 {
 		t.Errorf("%d sequence violations", v)
 	}
-	cps := c.checkpoints(id)
+	cps := c.Checkpoints(id)
 	i := slices.IndexFunc(cps, func(cp client.Checkpoint) bool { return cp.ID == inFlight })
 	if i < 0 || cps[i].Status != "ABORTED" {
 		t.Errorf("checkpoint %d, in flight at the second kill, is not ABORTED", inFlight)
@@ -216,11 +165,14 @@ func TestE2EExactlyOnceKillTaskManagers(t *testing.T) {
 	}
 	// The finished job leaves no checkpoint or pending part behind, so in
 	// particular nothing of the aborted one.
-	testutil.Eventually(t, 10*time.Second, func() bool {
+	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 		n := 0
 		for range blob.All(ctx, store, "tenants/default/jobs/"+id+"/") {
 			n++
 		}
-		return n == 0
-	}, "job %s left objects under its prefix", id)
+		if n > 0 {
+			return fmt.Errorf("job %s left %d objects under its prefix", id, n)
+		}
+		return nil
+	})
 }

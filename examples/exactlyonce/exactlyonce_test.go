@@ -56,11 +56,8 @@ func finalState(keys, perKey int) []string {
 func TestFinalStateUninterrupted(t *testing.T) {
 	wasm := localtest.Guest(t, "examples/exactlyonce")
 	c := localtest.Start(t, local.Config{Slots: 4})
-	cl, err := c.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := localtest.WaitFinished(t, cl, run(t, cl, wasm, 3, nil, "", "--keys", "16", "--per-key", "2000"))
+	cl := c.Client()
+	r := localtest.WaitFinished(t, c, run(t, cl, wasm, 3, nil, "", "--keys", "16", "--per-key", "2000"))
 	if d := localtest.Diff(finalState(16, 2000), localtest.Lines(r.Records)); d != "" {
 		t.Fatalf("final state:\n%s", d)
 	}
@@ -76,18 +73,21 @@ func TestSavepointRescale(t *testing.T) {
 	const keys, perKey = 16, 3000
 	wasm := localtest.Guest(t, "examples/exactlyonce")
 	c := localtest.Start(t, local.Config{Slots: 4})
-	cl, err := c.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := c.Client()
 	ctx := context.Background()
 	args := []string{"--keys", fmt.Sprint(keys), "--per-key", fmt.Sprint(perKey)}
 	cp := map[string]string{checkpoint.KeyInterval: "200ms", jobgraph.ConfigClock: jobgraph.ClockWall}
 	id := run(t, cl, wasm, 2, cp, "", append(args, "--rate", "8000")...)
-	testutil.Eventually(t, time.Minute, func() bool {
+	testutil.CheckFor(t, time.Minute, 10*time.Millisecond, func() error {
 		cps, err := cl.ListCheckpoints(ctx, id)
-		return err == nil && slices.ContainsFunc(cps, func(c client.Checkpoint) bool { return c.Status == "COMPLETED" })
-	}, "no checkpoint completed")
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(cps, func(c client.Checkpoint) bool { return c.Status == "COMPLETED" }) {
+			return fmt.Errorf("none of job %s's %d checkpoints has completed", id, len(cps))
+		}
+		return nil
+	})
 	sp, err := cl.TriggerSavepoint(ctx, id, true, time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -95,14 +95,14 @@ func TestSavepointRescale(t *testing.T) {
 	if sp.SavepointID == "" || sp.Status != "COMPLETED" || sp.Size <= 0 {
 		t.Fatalf("savepoint = %+v", sp)
 	}
-	stopped := localtest.WaitFinished(t, cl, id) // stop-with-savepoint ends FINISHED
+	stopped := localtest.WaitFinished(t, c, id) // stop-with-savepoint ends FINISHED
 	if len(stopped.Records) != 0 {
 		t.Errorf("the stopped job collected %d final records; its input never ended", len(stopped.Records))
 	}
 	t.Logf("savepoint %s: checkpoint %d, %d bytes in %v", sp.SavepointID, sp.ID, sp.Size, sp.Duration)
 
 	for _, p := range []int{3, 1} {
-		r := localtest.WaitFinished(t, cl, run(t, cl, wasm, p, cp, sp.SavepointID, args...))
+		r := localtest.WaitFinished(t, c, run(t, cl, wasm, p, cp, sp.SavepointID, args...))
 		if d := localtest.Diff(finalState(keys, perKey), localtest.Lines(r.Records)); d != "" {
 			t.Fatalf("resumed at p=%d: final state differs from an uninterrupted run:\n%s", p, d)
 		}
@@ -176,14 +176,11 @@ func TestSlowBarrierExpires(t *testing.T) {
 	const keys, perKey = 8, 2000
 	wasm := localtest.Guest(t, "examples/exactlyonce")
 	c := localtest.Start(t, local.Config{Slots: 4})
-	cl, err := c.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := c.Client()
 	cp := map[string]string{checkpoint.KeyInterval: "100ms", checkpoint.KeyTimeout: "300ms", jobgraph.ConfigClock: jobgraph.ClockWall}
 	id := run(t, cl, wasm, 2, cp, "", "--keys", fmt.Sprint(keys), "--per-key", fmt.Sprint(perKey),
 		"--rate", "8000", "--barrier-delay", "800ms", "--out", "slow/out")
-	r := localtest.WaitFinished(t, cl, id)
+	r := localtest.WaitFinished(t, c, id)
 	cps, err := cl.ListCheckpoints(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
@@ -210,25 +207,26 @@ func TestFileSinkExactlyOnce(t *testing.T) {
 	const keys, perKey = 8, 3000
 	wasm := localtest.Guest(t, "examples/exactlyonce")
 	c := localtest.Start(t, local.Config{Slots: 4})
-	cl, err := c.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := c.Client()
 	cp := map[string]string{checkpoint.KeyInterval: "50ms", jobgraph.ConfigClock: jobgraph.ClockWall}
 	id := run(t, cl, wasm, 2, cp, "", "--keys", fmt.Sprint(keys), "--per-key", fmt.Sprint(perKey), "--rate", "20000", "--out", "fs/out")
-	localtest.WaitFinished(t, cl, id)
+	localtest.WaitFinished(t, c, id)
 	cps, _ := cl.ListCheckpoints(context.Background(), id)
 	if !slices.ContainsFunc(cps, func(c client.Checkpoint) bool { return c.Status == "COMPLETED" }) {
 		t.Errorf("no checkpoint completed: %+v", cps)
 	}
 	checkExactlyOnce(t, committed(t, c.Blob(), "fs/out"), keys, perKey)
-	testutil.Eventually(t, 10*time.Second, func() bool {
+	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		prefix := "tenants/" + client.DefaultTenant + "/jobs/" + id + "/"
 		n := 0
-		for range blob.All(context.Background(), c.Blob(), "tenants/"+client.DefaultTenant+"/jobs/"+id+"/") {
+		for range blob.All(context.Background(), c.Blob(), prefix) {
 			n++
 		}
-		return n == 0
-	}, "the finished job left checkpoints or pending parts behind")
+		if n > 0 {
+			return fmt.Errorf("the finished job left %d objects (checkpoints or pending parts) under %s", n, prefix)
+		}
+		return nil
+	})
 }
 
 // TestMinIOOutage stops the blob store (a private MinIO) for a while during
@@ -243,10 +241,7 @@ func TestMinIOOutage(t *testing.T) {
 	wasm := localtest.Guest(t, "examples/exactlyonce")
 	c := localtest.Start(t, local.Config{Slots: 4,
 		BlobURL: fmt.Sprintf("s3://outage?endpoint=%s&secure=false&create_bucket=true", m.Endpoint)})
-	cl, err := c.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := c.Client()
 	ctx := context.Background()
 	cp := map[string]string{checkpoint.KeyInterval: "200ms", checkpoint.KeyTimeout: "2s", jobgraph.ConfigClock: jobgraph.ClockWall}
 	id := run(t, cl, wasm, 2, cp, "", "--keys", fmt.Sprint(keys), "--per-key", fmt.Sprint(perKey), "--rate", "4000", "--out", "outage/out")
@@ -257,28 +252,57 @@ func TestMinIOOutage(t *testing.T) {
 		}
 		return slices.DeleteFunc(cps, func(c client.Checkpoint) bool { return c.Status != "COMPLETED" })
 	}
-	testutil.Eventually(t, time.Minute, func() bool { return len(completed()) > 0 }, "no checkpoint completed before the outage")
+	testutil.CheckFor(t, time.Minute, 10*time.Millisecond, func() error {
+		if len(completed()) == 0 {
+			return fmt.Errorf("no checkpoint of job %s completed before the outage", id)
+		}
+		return nil
+	})
 
 	m.Stop()
 	down := time.Now()
-	testutil.Eventually(t, 30*time.Second, func() bool {
+	// abortedSince counts the checkpoints triggered during the outage that
+	// were aborted.
+	abortedSince := func() int {
 		cps, _ := cl.ListCheckpoints(ctx, id)
-		return slices.ContainsFunc(cps, func(c client.Checkpoint) bool { return c.Status == "ABORTED" && c.Triggered.After(down) })
-	}, "no checkpoint was aborted while MinIO was down")
+		n := 0
+		for _, c := range cps {
+			if c.Status == "ABORTED" && c.Triggered.After(down) {
+				n++
+			}
+		}
+		return n
+	}
+	testutil.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+		if abortedSince() == 0 {
+			return errors.New("no checkpoint was aborted while MinIO was down")
+		}
+		return nil
+	})
 	before := completed()[0].ID
-	time.Sleep(2 * time.Second) // let the outage last: more checkpoints fail
+	// Let the outage last: more checkpoints fail before MinIO comes back.
+	first := abortedSince()
+	testutil.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+		if n := abortedSince(); n <= first {
+			return fmt.Errorf("%d checkpoints aborted during the outage, want more than %d", n, first)
+		}
+		return nil
+	})
 	m.Start()
 	up := time.Now()
 	t.Logf("MinIO down for %v", up.Sub(down).Round(time.Millisecond))
 
-	testutil.Eventually(t, time.Minute, func() bool {
+	testutil.CheckFor(t, time.Minute, 10*time.Millisecond, func() error {
 		d, err := cl.GetJob(ctx, id)
 		if err == nil && client.Terminal(d.State) {
-			return true
+			return nil
 		}
-		return completed()[0].ID > before
-	}, "no checkpoint completed after MinIO came back")
-	r := localtest.WaitFinished(t, cl, id)
+		if last := completed()[0].ID; last <= before {
+			return fmt.Errorf("no checkpoint completed after MinIO came back: the last completed is still %d", last)
+		}
+		return nil
+	})
+	r := localtest.WaitFinished(t, c, id)
 	if v := r.Accumulators["violations"]; v != 0 {
 		t.Errorf("%d sequence violations", v)
 	}

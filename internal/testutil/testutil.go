@@ -4,29 +4,49 @@
 package testutil
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"testing"
 	"time"
 )
 
-// Eventually polls cond every few milliseconds until it returns true, and
-// fails the test if that has not happened within timeout.
+// CheckFor calls f every `every` until it returns nil, and fails the test
+// if that has not happened within total. The failure message is f's last
+// error, so f should say what it waits for and what it saw instead, e.g.
+// fmt.Errorf("job %s is %s, want FINISHED", id, state).
+func CheckFor(t testing.TB, total, every time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(total)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not met within %v: %v", total, err)
+		}
+		time.Sleep(every)
+	}
+}
+
+// Eventually polls cond until it returns true and fails the test, with the
+// message msgAndArgs formats, if that has not happened within timeout.
+//
+// Deprecated: use CheckFor, whose condition says why it is not met yet.
+// Eventually goes once its remaining callers are converted.
 func Eventually(t testing.TB, timeout time.Duration, cond func() bool, msgAndArgs ...any) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	wait := time.Millisecond
-	for !cond() {
-		if time.Now().After(deadline) {
-			if len(msgAndArgs) > 0 {
-				t.Fatalf("condition not met within %v: "+msgAndArgs[0].(string), append([]any{timeout}, msgAndArgs[1:]...)...)
-			}
-			t.Fatalf("condition not met within %v", timeout)
-		}
-		time.Sleep(wait)
-		if wait < 50*time.Millisecond {
-			wait *= 2
-		}
+	msg := "condition not met"
+	if len(msgAndArgs) > 0 {
+		msg = fmt.Sprintf(msgAndArgs[0].(string), msgAndArgs[1:]...)
 	}
+	CheckFor(t, timeout, 5*time.Millisecond, func() error {
+		if cond() {
+			return nil
+		}
+		return errors.New(msg)
+	})
 }
 
 // S3 describes the MinIO server the test command started.

@@ -1,6 +1,9 @@
 // Package localtest holds helpers for tests that run jobs on a real
-// cluster: an embedded cluster bound to a test, guests built from source,
-// a deterministic text generator and the coreutils word-count oracle.
+// cluster: the Cluster interface and its embedded implementation bound to
+// a test, the wait helpers every test tier shares (a job's state, slots,
+// TaskManagers, a result), guests built from source, a deterministic text
+// generator and the coreutils word-count oracle. Only tests import it;
+// nothing in jm, tm or internal does.
 package localtest
 
 import (
@@ -8,7 +11,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -19,7 +21,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cloudwego/kitex/pkg/klog"
 	"go.uber.org/goleak"
 
 	"github.com/sluicehq/sluice/blob"
@@ -27,43 +28,6 @@ import (
 	"github.com/sluicehq/sluice/local"
 	"github.com/sluicehq/sluice/sdk/client"
 )
-
-// Start starts an embedded cluster closed when the test ends. Its logs go
-// to the test log when -v is set.
-func Start(t testing.TB, cfg local.Config) *local.Cluster {
-	t.Helper()
-	if cfg.Dir == "" {
-		cfg.Dir = t.TempDir()
-	}
-	if cfg.CacheDir == "" {
-		cfg.CacheDir = CompileCache()
-	}
-	// Kitex's own logger prints every listen and shutdown at info.
-	klog.SetLevel(klog.LevelWarn)
-	if cfg.Logger == nil && os.Getenv("SLUICE_TEST_LOG") != "" {
-		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := local.Start(ctx, cfg)
-	if err != nil {
-		t.Fatalf("start embedded cluster: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Errorf("close embedded cluster: %v", err)
-		}
-	})
-	return c
-}
-
-// testWriter sends log lines to the test log (SLUICE_TEST_LOG=1).
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
 
 // CompileCache is a compiled-module cache shared by every test run
 // (<user cache>/sluice/test-cache): compiling a Go guest is slow, very slow
@@ -140,22 +104,6 @@ func CGuest(t testing.TB, rel string) []byte {
 	return Guest(t, rel)
 }
 
-// WaitFinished waits up to 3 minutes for job id and fails the test unless
-// it FINISHED.
-func WaitFinished(t testing.TB, cl *client.Client, id string) client.JobResult {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	r, err := cl.WaitJob(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.State != client.StateFinished {
-		t.Fatalf("job %s ended %s: %s", id, r.State, r.Failure)
-	}
-	return r
-}
-
 // CheckWordCount runs a word count module (examples/wordcount or
 // examples/wordcount-c) over a generated 4 MiB text on two TaskManagers of
 // two slots, at parallelism 1, 2 and 4 (p=4 fills both, so records cross
@@ -172,17 +120,9 @@ func CheckWordCount(t *testing.T, wasm []byte) {
 		t.Fatalf("the oracle found only %d distinct words: the generator is broken", len(want))
 	}
 	c := Start(t, local.Config{TaskManagers: 2, Slots: 2})
-	cl, err := c.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, p := range []int{1, 2, 4} {
 		t.Run(fmt.Sprintf("p=%d", p), func(t *testing.T) {
-			id, err := Submit(context.Background(), cl, c.Blob(), wasm, []string{"--input", in}, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := WaitFinished(t, cl, id)
+			r := WaitFinished(t, c, SubmitJob(t, c, wasm, []string{"--input", in}, p))
 			if d := Diff(want, Lines(r.Records)); d != "" {
 				t.Fatalf("word counts differ from coreutils:\n%s", d)
 			}

@@ -8,6 +8,7 @@ package oracle_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -75,10 +76,7 @@ func TestWordCountCSavepoint(t *testing.T) {
 	}
 	want := localtest.CoreutilsWordCount(t, in)
 	c := localtest.Start(t, local.Config{Slots: 6})
-	cl, err := c.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := c.Client()
 	ctx := context.Background()
 	args := []string{"--input", in}
 	inputs, err := client.StageInputs(ctx, c.Blob(), client.DefaultTenant, args)
@@ -97,15 +95,18 @@ func TestWordCountCSavepoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, time.Minute, func() bool {
+	testutil.CheckFor(t, time.Minute, 10*time.Millisecond, func() error {
 		cps, err := cl.ListCheckpoints(ctx, id)
-		return err == nil && len(cps) > 0
-	}, "no checkpoint completed")
+		if err != nil || len(cps) == 0 {
+			return fmt.Errorf("job %s has no checkpoint yet (%v)", id, err)
+		}
+		return nil
+	})
 	sp, err := cl.TriggerSavepoint(ctx, id, true, time.Minute)
 	if err != nil {
 		t.Fatalf("savepoint (the job may have ended first; make the input larger): %v", err)
 	}
-	if stopped := localtest.WaitFinished(t, cl, id); len(stopped.Records) != 0 {
+	if stopped := localtest.WaitFinished(t, c, id); len(stopped.Records) != 0 {
 		t.Fatalf("the stopped job emitted %d final counts; its input never ended", len(stopped.Records))
 	}
 	t.Logf("savepoint %s: %d bytes", sp.SavepointID, sp.Size)
@@ -113,7 +114,7 @@ func TestWordCountCSavepoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := localtest.WaitFinished(t, cl, id)
+	r := localtest.WaitFinished(t, c, id)
 	if d := localtest.Diff(want, localtest.Lines(r.Records)); d != "" {
 		t.Fatalf("word counts after the savepoint differ from coreutils:\n%s", d)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -163,7 +164,7 @@ func TestFSCrashMidWrite(t *testing.T) {
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestFSCrashMidWrite$", "-test.count=1")
 	cmd.Env = append(os.Environ(), crashChildEnv+"="+dir)
-	var out bytes.Buffer
+	var out testutil.SyncBuffer // read while the child writes
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -171,15 +172,19 @@ func TestFSCrashMidWrite(t *testing.T) {
 	defer cmd.Process.Kill()
 	// Wait until the child's temporary file holds a good part of the data.
 	tmp := filepath.Join(dir, ".sluice-tmp")
-	testutil.Eventually(t, 30*time.Second, func() bool {
+	testutil.CheckFor(t, 30*time.Second, 5*time.Millisecond, func() error {
 		ents, _ := os.ReadDir(tmp)
+		var largest int64
 		for _, e := range ents {
-			if fi, err := e.Info(); err == nil && fi.Size() >= 4<<20 {
-				return true
+			if fi, err := e.Info(); err == nil {
+				largest = max(largest, fi.Size())
 			}
 		}
-		return false
-	}, "child never wrote 4 MiB; output:\n%s", &out)
+		if largest < 4<<20 {
+			return fmt.Errorf("the child's largest temporary file has %d bytes, want 4 MiB; output:\n%s", largest, out.String())
+		}
+		return nil
+	})
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +229,8 @@ type slowReader struct {
 }
 
 func (s *slowReader) Read(p []byte) (int, error) {
-	time.Sleep(s.delay)
+	time.Sleep(s.delay) // behaviour under test: an injected delay, not a wait
+
 	return s.r.Read(p[:min(len(p), 64<<10)])
 }
 

@@ -266,7 +266,8 @@ type progressReader struct {
 }
 
 func (p *progressReader) Read(b []byte) (int, error) {
-	time.Sleep(p.delay)
+	time.Sleep(p.delay) // behaviour under test: an injected delay, not a wait
+
 	n, err := p.r.Read(b[:min(len(b), 256<<10)])
 	p.n.Add(int64(n))
 	return n, err
@@ -289,7 +290,12 @@ func TestS3KillDuringUpload(t *testing.T) {
 		r := &progressReader{r: blobtest.Payload(3, size), delay: time.Millisecond}
 		done := make(chan error, 1)
 		go func() { done <- s.Put(ctx, c.key, r, size) }()
-		testutil.Eventually(t, 60*time.Second, func() bool { return r.n.Load() >= 16<<20 }, "upload never reached 16 MiB")
+		testutil.CheckFor(t, 60*time.Second, 5*time.Millisecond, func() error {
+			if n := r.n.Load(); n < 16<<20 {
+				return fmt.Errorf("upload of %s read %d bytes, want 16 MiB", c.key, n)
+			}
+			return nil
+		})
 		killed := time.Now()
 		m.Kill()
 		var err error

@@ -97,7 +97,7 @@ func TestHeartbeatTimeoutOverKitex(t *testing.T) {
 		if err != nil || !hb.Known {
 			t.Fatalf("heartbeat: %v %v", hb, err)
 		}
-		time.Sleep(20 * time.Millisecond) // the fake TaskManager's heartbeat interval
+		time.Sleep(20 * time.Millisecond) // behaviour under test: the fake TaskManager's heartbeat pace
 	}
 	o, err := dc.Overview(ctx)
 	if err != nil || len(o.TaskManagers) != 1 || o.SlotsTotal != 3 || o.TaskManagers[0].GetDataAddress() != "127.0.0.1:7002" {
@@ -105,9 +105,15 @@ func TestHeartbeatTimeoutOverKitex(t *testing.T) {
 	}
 	// Silence: declared dead within the timeout (plus the check period).
 	silent := time.Now()
-	testutil.Eventually(t, 5*time.Second, func() bool {
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
 		o, err := dc.Overview(ctx)
-		return err == nil && len(o.TaskManagers) == 0
+		if err != nil {
+			return err
+		}
+		if n := len(o.TaskManagers); n != 0 {
+			return fmt.Errorf("%d task managers registered, want the silent one declared dead", n)
+		}
+		return nil
 	})
 	if d := time.Since(silent); d > 300*time.Millisecond+time.Second {
 		t.Fatalf("declared dead after %v", d)
@@ -351,11 +357,24 @@ func TestJobOverKitexFinishesAndCancels(t *testing.T) {
 	if deployed != 4 || len(strings.Fields(splits)) != 3 || !strings.Contains(splits, "tenants/default/in/a.txt@16+3") {
 		t.Fatalf("deployed %d, splits %s", deployed, splits)
 	}
-	testutil.Eventually(t, 5*time.Second, func() bool {
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
 		o, err := dc.Overview(ctx)
-		return err == nil && o.SlotsFree == 4 && o.JobsByState["FINISHED"] == 1
+		if err != nil {
+			return err
+		}
+		if o.SlotsFree != 4 || o.JobsByState["FINISHED"] != 1 {
+			return fmt.Errorf("%d slots free, jobs by state %v; want 4 free and one FINISHED", o.SlotsFree, o.JobsByState)
+		}
+		return nil
 	})
-	testutil.Eventually(t, 5*time.Second, func() bool { te.mu.Lock(); defer te.mu.Unlock(); return len(te.freed) == 2 })
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		te.mu.Lock()
+		defer te.mu.Unlock()
+		if len(te.freed) != 2 {
+			return fmt.Errorf("the fake task manager was told to free %d slots, want 2", len(te.freed))
+		}
+		return nil
+	})
 
 	list, err := dc.ListJobs(ctx)
 	if err != nil || len(list.Jobs) != 1 || list.Jobs[0].JobId != sub.JobId {
@@ -389,19 +408,19 @@ func TestCancelOverKitex(t *testing.T) {
 	if err != nil {
 		t.Fatal(rpcserver.FromCall(err))
 	}
-	testutil.Eventually(t, 5*time.Second, func() bool {
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
 		d, err := dc.GetJob(ctx, sub.JobId)
 		if err != nil {
-			return false
+			return err
 		}
 		for _, v := range d.Vertices {
 			for _, st := range v.Subtasks {
 				if st.State != "RUNNING" {
-					return false
+					return fmt.Errorf("vertex %s subtask %d is %s, want RUNNING", v.Name, st.Index, st.State)
 				}
 			}
 		}
-		return true
+		return nil
 	})
 	if err := dc.CancelJob(ctx, sub.JobId); err != nil {
 		t.Fatal(err)
@@ -416,11 +435,17 @@ func TestCancelOverKitex(t *testing.T) {
 	if nc != nd || nd != 2 {
 		t.Fatalf("canceled %d of %d tasks", nc, nd)
 	}
-	testutil.Eventually(t, 5*time.Second, func() bool {
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
 		o, err := dc.Overview(ctx)
+		if err != nil {
+			return err
+		}
 		te.mu.Lock()
 		defer te.mu.Unlock()
-		return err == nil && o.SlotsFree == 2 && len(te.freed) == 1
+		if o.SlotsFree != 2 || len(te.freed) != 1 {
+			return fmt.Errorf("%d slots free, %d slot frees sent to the fake task manager; want 2 and 1", o.SlotsFree, len(te.freed))
+		}
+		return nil
 	})
 }
 

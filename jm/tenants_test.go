@@ -3,6 +3,7 @@ package jm_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -55,19 +56,31 @@ func tokenClient(addr, token string) dspclient.Client {
 	return dspclient.MustNewClient("dispatcher", rpcserver.ClientOptions(addr, cfg)...)
 }
 
-func allRunning(ctx context.Context, dc dspclient.Client, job string) bool {
+// allRunning says why job or one of its subtasks is not RUNNING, or nil if
+// every one is.
+func allRunning(ctx context.Context, dc dspclient.Client, job string) error {
 	d, err := dc.GetJob(ctx, job)
-	if err != nil || d.Summary.State != "RUNNING" {
-		return false
+	if err != nil {
+		return fmt.Errorf("job %s: %w", job, rpcserver.FromCall(err))
+	}
+	if st := d.Summary.State; st != "RUNNING" {
+		return fmt.Errorf("job %s is %s, want RUNNING", job, st)
 	}
 	for _, v := range d.Vertices {
 		for _, st := range v.Subtasks {
 			if st.State != "RUNNING" {
-				return false
+				return fmt.Errorf("job %s: vertex %s subtask %d is %s, want RUNNING", job, v.Name, st.Index, st.State)
 			}
 		}
 	}
-	return true
+	return nil
+}
+
+// waitRunning waits up to 5s until job and every one of its subtasks is
+// RUNNING.
+func waitRunning(t *testing.T, ctx context.Context, dc dspclient.Client, job string) {
+	t.Helper()
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error { return allRunning(ctx, dc, job) })
 }
 
 // TestTenantMatrixOverKitex calls every Dispatcher method with no token, a
@@ -99,7 +112,7 @@ func TestTenantMatrixOverKitex(t *testing.T) {
 		t.Fatal(rpcserver.FromCall(err))
 	}
 	job := sub.JobId
-	testutil.Eventually(t, 5*time.Second, func() bool { return allRunning(ctx, a, job) })
+	waitRunning(t, ctx, a, job)
 
 	// A savepoint of a (written as the coordinator would: metadata last).
 	spKey := "tenants/a/savepoints/sp-a1/" + checkpoint.MetadataObject
@@ -114,8 +127,8 @@ func TestTenantMatrixOverKitex(t *testing.T) {
 	craftedDigests := []string{up.Digest, "../a/modules/" + up.Digest, "tenants/a/modules/" + up.Digest + ".wasm", "../../tenants/a/modules/" + up.Digest}
 	unchanged := func(who string) {
 		t.Helper()
-		if !allRunning(ctx, a, job) {
-			t.Fatalf("after %s: a's job is no longer running", who)
+		if err := allRunning(ctx, a, job); err != nil {
+			t.Fatalf("after %s: a's job is no longer running: %v", who, err)
 		}
 		if _, err := store.Stat(ctx, moduleKey); err != nil {
 			t.Fatalf("after %s: a's module is gone: %v", who, err)
@@ -321,7 +334,7 @@ func TestTenantQuotasOverKitex(t *testing.T) {
 		}
 		bJobs = append(bJobs, sb.JobId)
 	}
-	testutil.Eventually(t, 5*time.Second, func() bool { return allRunning(ctx, a, sub.JobId) })
+	waitRunning(t, ctx, a, sub.JobId)
 	te.mu.Lock()
 	for _, d := range te.deployed {
 		if d.Tenant == "a" {
@@ -345,12 +358,12 @@ func TestTenantQuotasOverKitex(t *testing.T) {
 		t.Fatalf("after the first job ended: %v", rpcserver.FromCall(err))
 	}
 	for _, id := range []string{sub2.JobId} {
-		testutil.Eventually(t, 5*time.Second, func() bool { return allRunning(ctx, a, id) })
+		waitRunning(t, ctx, a, id)
 		a.CancelJob(ctx, id)
 		a.WaitJob(ctx, &dispatcher.WaitJobRequest{JobId: id, TimeoutMs: 10_000})
 	}
 	for _, id := range bJobs {
-		testutil.Eventually(t, 5*time.Second, func() bool { return allRunning(ctx, b, id) })
+		waitRunning(t, ctx, b, id)
 		b.CancelJob(ctx, id)
 		b.WaitJob(ctx, &dispatcher.WaitJobRequest{JobId: id, TimeoutMs: 10_000})
 	}

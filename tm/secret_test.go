@@ -3,6 +3,7 @@ package tm_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -92,12 +93,20 @@ func TestClusterSecretOverKitex(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer good.Close()
-	testutil.Eventually(t, 10*time.Second, good.Registered, "the TaskManager with the secret never registered")
+	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if !good.Registered() {
+			return errors.New("the TaskManager with the secret is not registered")
+		}
+		return nil
+	})
 	// The bad one has retried several times by now (the good one
 	// registered on its first try); it is still out.
-	testutil.Eventually(t, 10*time.Second, func() bool {
+	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 		ov := j.ResourceManager().Overview()
-		return len(ov.TaskManagers) == 1 && ov.TaskManagers[0].ResourceID == "tm-good" && ov.SlotsTotal == 2
+		if len(ov.TaskManagers) != 1 || ov.TaskManagers[0].ResourceID != "tm-good" || ov.SlotsTotal != 2 {
+			return fmt.Errorf("the job manager knows %+v with %d slots, want only tm-good with 2", ov.TaskManagers, ov.SlotsTotal)
+		}
+		return nil
 	})
 	if bad.Registered() {
 		t.Fatal("the TaskManager with the wrong secret registered")

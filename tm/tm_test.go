@@ -2,6 +2,8 @@ package tm_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -52,27 +54,38 @@ func TestRegisterAndReregister(t *testing.T) {
 	startJM := func() *jm.Server {
 		t.Helper()
 		var j *jm.Server
-		testutil.Eventually(t, 10*time.Second, func() bool {
+		testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 			j, err = jm.New(ctx, jm.Config{ListenAddr: addr, Blob: store, HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: 500 * time.Millisecond, Logger: quiet()})
-			return err == nil
-		}, "job manager could not bind %s again", addr)
+			if err != nil {
+				return fmt.Errorf("job manager could not bind %s again: %w", addr, err)
+			}
+			return nil
+		})
 		return j
 	}
-	registered := func(j *jm.Server) bool {
+	registered := func(j *jm.Server) error {
 		ov := j.ResourceManager().Overview()
-		return len(ov.TaskManagers) == 1 && ov.TaskManagers[0].ResourceID == "tm-a" && ov.SlotsTotal == 3 &&
-			ov.TaskManagers[0].DataAddress == taskm.DataAddr() && strings.HasSuffix(ov.TaskManagers[0].RPCAddress, taskm.Addr()[strings.LastIndex(taskm.Addr(), ":"):])
+		if len(ov.TaskManagers) == 1 && ov.TaskManagers[0].ResourceID == "tm-a" && ov.SlotsTotal == 3 &&
+			ov.TaskManagers[0].DataAddress == taskm.DataAddr() && strings.HasSuffix(ov.TaskManagers[0].RPCAddress, taskm.Addr()[strings.LastIndex(taskm.Addr(), ":"):]) {
+			return nil
+		}
+		return fmt.Errorf("the job manager knows %+v with %d slots; want tm-a (rpc %s, data %s) with 3", ov.TaskManagers, ov.SlotsTotal, taskm.Addr(), taskm.DataAddr())
 	}
 
 	j2 := startJM()
-	testutil.Eventually(t, 10*time.Second, func() bool { return registered(j2) && taskm.Registered() }, "task manager never registered")
+	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if !taskm.Registered() {
+			return errors.New("the task manager does not consider itself registered")
+		}
+		return registered(j2)
+	})
 	j2.Close()
 
 	// The new JobManager does not know the registration: heartbeats fail
 	// or answer known=false, and the TaskManager registers again.
 	j3 := startJM()
 	defer j3.Close()
-	testutil.Eventually(t, 10*time.Second, func() bool { return registered(j3) }, "task manager never registered with the restarted job manager")
+	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error { return registered(j3) }) // the restarted job manager
 
 	if err := taskm.Close(); err != nil {
 		t.Fatal(err)

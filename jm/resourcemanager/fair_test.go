@@ -2,6 +2,7 @@ package resourcemanager
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -48,9 +49,23 @@ func TestFreedSlotsGoToTheTenantWithFewest(t *testing.T) {
 	}
 	got := make(chan res, 2)
 	go func() { _, err := rm.RequestTenantSlots(ctx, "a", "a2", 1); got <- res{"a2", err} }()
-	testutil.Eventually(t, 5*time.Second, func() bool { rm.mu.Lock(); defer rm.mu.Unlock(); return len(rm.waiters) == 1 })
+	testutil.CheckFor(t, 5*time.Second, time.Millisecond, func() error {
+		rm.mu.Lock()
+		defer rm.mu.Unlock()
+		if n := len(rm.waiters); n != 1 {
+			return fmt.Errorf("%d slot requests waiting, want 1", n)
+		}
+		return nil
+	})
 	go func() { _, err := rm.RequestTenantSlots(ctx, "b", "b1", 1); got <- res{"b1", err} }()
-	testutil.Eventually(t, 5*time.Second, func() bool { rm.mu.Lock(); defer rm.mu.Unlock(); return len(rm.waiters) == 2 })
+	testutil.CheckFor(t, 5*time.Second, time.Millisecond, func() error {
+		rm.mu.Lock()
+		defer rm.mu.Unlock()
+		if n := len(rm.waiters); n != 2 {
+			return fmt.Errorf("%d slot requests waiting, want 2", n)
+		}
+		return nil
+	})
 
 	rm.ReleaseSlots(held[0].AllocationID)
 	if r := <-got; r.job != "b1" || r.err != nil {

@@ -3,6 +3,7 @@ package resourcemanager
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -53,9 +54,23 @@ func TestRequestSlotsWaitsForRegistrationAndRelease(t *testing.T) {
 	got := make(chan res, 2)
 	wg.Add(2)
 	go func() { defer wg.Done(); s, err := rm.RequestSlots(ctx, "b", 3); got <- res{s, err} }()
-	testutil.Eventually(t, 5*time.Second, func() bool { rm.mu.Lock(); defer rm.mu.Unlock(); return len(rm.waiters) == 1 })
+	testutil.CheckFor(t, 5*time.Second, time.Millisecond, func() error {
+		rm.mu.Lock()
+		defer rm.mu.Unlock()
+		if n := len(rm.waiters); n != 1 {
+			return fmt.Errorf("%d slot requests waiting, want 1", n)
+		}
+		return nil
+	})
 	go func() { defer wg.Done(); s, err := rm.RequestSlots(ctx, "c", 1); got <- res{s, err} }()
-	testutil.Eventually(t, 5*time.Second, func() bool { rm.mu.Lock(); defer rm.mu.Unlock(); return len(rm.waiters) == 2 })
+	testutil.CheckFor(t, 5*time.Second, time.Millisecond, func() error {
+		rm.mu.Lock()
+		defer rm.mu.Unlock()
+		if n := len(rm.waiters); n != 2 {
+			return fmt.Errorf("%d slot requests waiting, want 2", n)
+		}
+		return nil
+	})
 
 	// A new TaskManager with 2 slots: b (3) still cannot be met, c (1) can.
 	rm.RegisterTaskManager(ctx, reg("tm2", 2))
@@ -85,7 +100,14 @@ func TestRequestSlotsHonoursContextAndClose(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	go func() { _, err := rm.RequestSlots(context.Background(), "j", 1); done <- err }()
-	testutil.Eventually(t, 5*time.Second, func() bool { rm.mu.Lock(); defer rm.mu.Unlock(); return len(rm.waiters) == 1 })
+	testutil.CheckFor(t, 5*time.Second, time.Millisecond, func() error {
+		rm.mu.Lock()
+		defer rm.mu.Unlock()
+		if n := len(rm.waiters); n != 1 {
+			return fmt.Errorf("%d slot requests waiting, want 1", n)
+		}
+		return nil
+	})
 	rm.Close()
 	if err := <-done; !errors.Is(err, rpcerr.ErrUnavailable) {
 		t.Fatalf("err = %v", err)
@@ -118,10 +140,13 @@ func TestDeadTaskManagerTellsJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, 5*time.Second, func() bool {
+	testutil.CheckFor(t, 5*time.Second, time.Millisecond, func() error {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(lost) == 1 && len(freed) == 1
+		if len(lost) != 1 || len(freed) != 1 {
+			return fmt.Errorf("%d slot losses and %d frees reported, want 1 each", len(lost), len(freed))
+		}
+		return nil
 	})
 	if lost[0].JobID != "job" || lost[0].Allocations[0] != slots[0].AllocationID {
 		t.Fatalf("lost %+v", lost)

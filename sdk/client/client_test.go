@@ -53,7 +53,7 @@ func (f *fakeDispatcher) GetJob(_ context.Context, id string) (*dispatcher.JobDe
 		return nil, rpcserver.ToWire(rpcerr.Errorf(rpcerr.ErrJobNotFound, "job %q not found", id))
 	}
 	if f.hang > 0 {
-		time.Sleep(f.hang)
+		time.Sleep(f.hang) // behaviour under test: a server that hangs past the call timeout
 	}
 	return f.details("RUNNING"), nil
 }

@@ -113,7 +113,12 @@ func TestBlockHoldsBackAChannel(t *testing.T) {
 				}
 			}
 			// The fast producer fills its credits and then waits.
-			testutil.Eventually(t, 10*time.Second, func() bool { return queued(g, 0) == credits }, "the blocked channel never filled its credits")
+			testutil.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+				if n := queued(g, 0); n != credits {
+					return fmt.Errorf("the blocked channel queued %d buffers, want its %d credits", n, credits)
+				}
+				return nil
+			})
 			if n := fastWritten.Load(); n >= post {
 				t.Fatalf("the blocked producer wrote all %d records", n)
 			}

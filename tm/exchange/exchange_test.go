@@ -2,11 +2,13 @@ package exchange
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +25,40 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// waitBlockedOnCredit waits until w has spent every channel's credits and
+// a goroutine waits in acquire for more: the state a test that releases a
+// blocked writer starts from.
+func waitBlockedOnCredit(t *testing.T, w *ResultWriter) {
+	t.Helper()
+	testutil.CheckFor(t, 5*time.Second, time.Millisecond, func() error {
+		for _, oc := range w.all {
+			oc.cmu.Lock()
+			n := oc.credits
+			oc.cmu.Unlock()
+			if n > 0 {
+				return fmt.Errorf("the channel to consumer %d still has %d credits", oc.consumer, n)
+			}
+		}
+		return inStack("exchange.(*outputChannel).acquire")
+	})
+}
+
+// waitInStack waits until some goroutine is inside fn, a function as
+// runtime stacks name it: how a test knows a call has reached the point
+// where it blocks.
+func waitInStack(t *testing.T, fn string) {
+	t.Helper()
+	testutil.CheckFor(t, 5*time.Second, time.Millisecond, func() error { return inStack(fn) })
+}
+
+func inStack(fn string) error {
+	buf := make([]byte, 1<<20)
+	if !bytes.Contains(buf[:runtime.Stack(buf, true)], []byte(fn)) {
+		return fmt.Errorf("no goroutine is in %s yet", fn)
+	}
+	return nil
+}
 
 func newManager(t testing.TB, cfg Config) *Manager {
 	t.Helper()
@@ -359,7 +395,7 @@ func TestBackPressureKeepsMemoryBounded(t *testing.T) {
 					t.Fatal(err)
 				}
 				if consumed < 400 {
-					time.Sleep(time.Millisecond) // slow
+					time.Sleep(time.Millisecond) // behaviour under test: a slow consumer
 				}
 				for _, r := range b.Records {
 					pi, i := parseValue(t, string(r.Value))
@@ -450,7 +486,7 @@ func TestCancellationReleasesBlockedCalls(t *testing.T) {
 				t.Fatal(err)
 			}
 			go func() { done <- w2.Write(ctx, big) }()
-			time.Sleep(10 * time.Millisecond)
+			waitBlockedOnCredit(t, w2)
 			w2.Close()
 			if err := <-done; !errors.Is(err, ErrWriterClosed) {
 				t.Fatalf("Write after Close: %v, want ErrWriterClosed", err)
@@ -477,7 +513,7 @@ func TestCancellationReleasesBlockedCalls(t *testing.T) {
 				t.Fatalf("Next: %v, want DeadlineExceeded", err)
 			}
 			go func() { _, err := g3.Next(ctx); done <- err }()
-			time.Sleep(10 * time.Millisecond)
+			waitInStack(t, "exchange.(*InputGate).Next")
 			g3.Close()
 			if err := <-done; !errors.Is(err, ErrGateClosed) {
 				t.Fatalf("Next after Close: %v, want ErrGateClosed", err)
@@ -510,7 +546,7 @@ func TestConsumerCloseFailsProducer(t *testing.T) {
 					}
 				}
 			}()
-			time.Sleep(10 * time.Millisecond)
+			waitBlockedOnCredit(t, w)
 			g.Close()
 			if err := <-done; !errors.Is(err, ErrChannelClosed) {
 				t.Fatalf("Write after consumer closed: %v, want ErrChannelClosed", err)
@@ -533,7 +569,9 @@ func TestProducerWaitsForConsumerRegistration(t *testing.T) {
 				w, err := tp.prod[0].OpenOutput(ctx, control.OutputSpec{ResultID: "late", Partitioner: jobgraph.Broadcast, Targets: tp.targets()}, 0, 0)
 				done <- res{w, err}
 			}()
-			time.Sleep(30 * time.Millisecond) // the producer is retrying by now
+			// The producer is waiting for its consumer before the consumer
+			// registers.
+			waitInStack(t, "exchange.(*Manager).connectChannel")
 			g, err := tp.cons[0].OpenInput(ctx, control.InputSpec{ResultID: "late", Producers: 1}, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -699,7 +737,7 @@ func TestManagerCloseFailsOpenEnds(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(10 * time.Millisecond)
+	waitBlockedOnCredit(t, w)
 	a.Close() // the producer's TaskManager goes away
 	if err := <-done; !errors.Is(err, ErrManagerClosed) {
 		t.Fatalf("Write: %v, want ErrManagerClosed", err)
@@ -921,11 +959,14 @@ func TestManyProducersEventuallyDeliver(t *testing.T) {
 		}
 	}
 	// One connection per pair of Managers.
-	testutil.Eventually(t, time.Second, func() bool {
+	testutil.CheckFor(t, time.Second, time.Millisecond, func() error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return len(c.conns) == 2
-	}, "consumer Manager has %d connections, want 2", len(c.conns))
+		if n := len(c.conns); n != 2 {
+			return fmt.Errorf("consumer Manager has %d connections, want 2", n)
+		}
+		return nil
+	})
 }
 
 // A producer that gave up waiting for its OPEN withdraws it; the consumer

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluicehq/sluice/internal/testutil"
+	"github.com/sluicehq/sluice/jm"
 	"github.com/sluicehq/sluice/local"
 	"github.com/sluicehq/sluice/local/localtest"
 	"github.com/sluicehq/sluice/sdk/client"
@@ -117,5 +118,35 @@ func TestBadSubmissions(t *testing.T) {
 	jobs, err := cl.ListJobs(ctx)
 	if err != nil || len(jobs) != 0 {
 		t.Errorf("jobs after bad submissions: %+v %v", jobs, err)
+	}
+}
+
+// TestInProcessClusterHelpers drives the embedded cluster through the
+// localtest.Cluster interface the process-level tests share: add a
+// TaskManager, find the one a subtask runs on, kill it, and see the
+// JobManager drop it and the job end.
+func TestInProcessClusterHelpers(t *testing.T) {
+	c := localtest.Start(t, local.Config{TaskManagers: 1, Slots: 1, JobManager: func(j *jm.Config) {
+		j.HeartbeatInterval = 50 * time.Millisecond
+		j.HeartbeatTimeout = 500 * time.Millisecond
+	}})
+	var lc localtest.Cluster = c
+	if i := lc.StartTaskManager(2); i != 1 {
+		t.Fatalf("the second task manager has index %d", i)
+	}
+	localtest.WaitSlots(t, lc, 3)
+	id := localtest.SubmitJob(t, lc, localtest.Guest(t, "local/testdata/spin"), nil, 1)
+	d := localtest.WaitAllRunning(t, lc, id, time.Minute)
+	victim := localtest.TaskManagerIndex(t, lc, d.Vertices[0].Subtasks[0].TaskManager)
+	lc.KillTaskManager(victim)
+	if a := lc.TaskManagerAddrs(); a[victim] != "" || a[1-victim] == "" {
+		t.Fatalf("addresses after killing %d: %q", victim, a)
+	}
+	localtest.WaitTaskManagers(t, lc, 1, 10*time.Second)
+	if err := lc.Client().CancelJob(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	if d := localtest.WaitTerminal(t, lc, id, time.Minute); d.State != client.StateCanceled && d.State != client.StateFailed {
+		t.Fatalf("job ended %s after cancel", d.State)
 	}
 }

@@ -5,7 +5,9 @@
 // localtest.Cluster, so these tests wait with the same helpers as the
 // in-process ones.
 //
-// Only cmd/sluice's tests import it. It may import local/localtest,
-// sdk/client, blob and internal/testutil; it must not import jm, tm or the
-// RPC packages: a test that needs a raw RPC client makes it itself.
+// Only cmd/sluice's tests import it (nothing in jm, tm or internal may:
+// internal/check's layers keep them from reaching local/ and cmd/). It
+// imports local/localtest, sdk/client, blob and internal/testutil, never
+// jm, tm or the RPC packages directly: it drives the cluster as a user
+// does, and a test that needs a raw RPC client makes it itself.
 package proctest

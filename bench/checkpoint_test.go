@@ -9,8 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/checkpoint"
-	"github.com/sluicehq/sluice/internal/jobgraph"
+	"github.com/sluicehq/sluice/internal/jobconfig"
 	"github.com/sluicehq/sluice/local"
 	"github.com/sluicehq/sluice/local/localtest"
 	"github.com/sluicehq/sluice/sdk/client"
@@ -39,7 +38,7 @@ func BenchmarkCheckpointsWordCount(b *testing.B) {
 	}
 	args := []string{"--input", in}
 	plain := jobSpec(b, c, cl, wasm, args, nil)
-	checkpointed := jobSpec(b, c, cl, wasm, args, map[string]string{checkpoint.KeyInterval: "1s"})
+	checkpointed := jobSpec(b, c, cl, wasm, args, map[string]string{jobconfig.KeyCheckpointInterval: "1s"})
 	runJob(b, cl, plain) // warm-up: compile the module
 	b.SetBytes(checkpointInputSize)
 	b.ResetTimer()
@@ -69,7 +68,7 @@ func BenchmarkCheckpointLargeState(b *testing.B) {
 	id, err := cl.SubmitJob(ctx, client.JobSpec{
 		ModuleDigest: digest, Parallelism: 1,
 		Args:   []string{"--keys", fmt.Sprint(keys), "--value-bytes", fmt.Sprint(valueBytes), "--hold", "10m"},
-		Config: map[string]string{checkpoint.KeyInterval: "500ms", jobgraph.ConfigClock: jobgraph.ClockWall},
+		Config: map[string]string{jobconfig.KeyCheckpointInterval: "500ms", jobconfig.KeyClock: string(jobconfig.ClockWall)},
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -142,7 +141,7 @@ func BenchmarkCheckpointsExactlyOnce(b *testing.B) {
 	}
 	args := []string{"--keys", fmt.Sprint(keys), "--per-key", fmt.Sprint(perKey)}
 	plain := jobSpec(b, c, cl, wasm, args, nil)
-	checkpointed := jobSpec(b, c, cl, wasm, args, map[string]string{checkpoint.KeyInterval: "1s"})
+	checkpointed := jobSpec(b, c, cl, wasm, args, map[string]string{jobconfig.KeyCheckpointInterval: "1s"})
 	want := make([]string, 0, keys)
 	for k := range keys {
 		want = append(want, fmt.Sprintf("k%d\t%d\t%d\t0", k, perKey, perKey))

@@ -2,7 +2,6 @@ package dispatcher
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
@@ -68,8 +67,8 @@ func resolveSplits(ctx context.Context, store blob.Store, tenant string, g *jobg
 		if v.Connector != jobgraph.ConnectorText {
 			continue
 		}
-		var paths []string
-		if err := json.Unmarshal([]byte(v.Config["paths"]), &paths); err != nil || len(paths) == 0 {
+		paths, err := v.SourcePaths()
+		if err != nil {
 			return nil, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "vertex %d %q: text source needs a non-empty JSON list of paths in its \"paths\" config", v.ID, v.Name)
 		}
 		var objs []blob.Info

@@ -9,8 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/checkpoint"
-	"github.com/sluicehq/sluice/internal/jobgraph"
+	"github.com/sluicehq/sluice/internal/jobconfig"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/local"
 	"github.com/sluicehq/sluice/local/localtest"
@@ -37,7 +36,7 @@ func BenchmarkCheckpointsWordCount(b *testing.B) {
 	cl := c.Client()
 	args := []string{"--input", in}
 	plain := jobSpec(b, c, cl, wasm, args, nil)
-	checkpointed := jobSpec(b, c, cl, wasm, args, map[string]string{checkpoint.KeyInterval: "1s"})
+	checkpointed := jobSpec(b, c, cl, wasm, args, map[string]string{jobconfig.KeyCheckpointInterval: "1s"})
 	runJob(b, cl, plain) // warm-up: compile the module
 	b.SetBytes(checkpointInputSize)
 	b.ResetTimer()
@@ -64,7 +63,7 @@ func BenchmarkCheckpointLargeState(b *testing.B) {
 	id, err := cl.SubmitJob(ctx, client.JobSpec{
 		ModuleDigest: digest, Parallelism: 1,
 		Args:   []string{"--keys", fmt.Sprint(keys), "--value-bytes", fmt.Sprint(valueBytes), "--hold", "10m"},
-		Config: map[string]string{checkpoint.KeyInterval: "500ms", jobgraph.ConfigClock: jobgraph.ClockWall},
+		Config: map[string]string{jobconfig.KeyCheckpointInterval: "500ms", jobconfig.KeyClock: string(jobconfig.ClockWall)},
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -132,7 +131,7 @@ func BenchmarkCheckpointsExactlyOnce(b *testing.B) {
 	cl := c.Client()
 	args := []string{"--keys", fmt.Sprint(keys), "--per-key", fmt.Sprint(perKey)}
 	plain := jobSpec(b, c, cl, wasm, args, nil)
-	checkpointed := jobSpec(b, c, cl, wasm, args, map[string]string{checkpoint.KeyInterval: "1s"})
+	checkpointed := jobSpec(b, c, cl, wasm, args, map[string]string{jobconfig.KeyCheckpointInterval: "1s"})
 	want := make([]string, 0, keys)
 	for k := range keys {
 		want = append(want, fmt.Sprintf("k%d\t%d\t%d\t0", k, perKey, perKey))

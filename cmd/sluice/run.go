@@ -14,8 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/blob"
-	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/guestbuild"
+	"github.com/sluicehq/sluice/internal/jobconfig"
 	"github.com/sluicehq/sluice/local"
 	"github.com/sluicehq/sluice/sdk/client"
 )
@@ -118,7 +118,7 @@ func runJob(cmd *cobra.Command, f runFlags, target string, jobArgs []string) err
 		return usageErr(fmt.Errorf("--checkpoint-interval %v: must not be negative", f.checkpointInterval))
 	}
 	if f.checkpointInterval > 0 {
-		config[checkpoint.KeyInterval] = f.checkpointInterval.String()
+		config[jobconfig.KeyCheckpointInterval] = f.checkpointInterval.String()
 	}
 	ctx, stop := signalContext(cmd.Context())
 	defer stop()

@@ -19,8 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/blob/blobtest"
-	"github.com/sluicehq/sluice/internal/checkpoint"
-	"github.com/sluicehq/sluice/internal/jobgraph"
+	"github.com/sluicehq/sluice/internal/jobconfig"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/local"
 	"github.com/sluicehq/sluice/local/localtest"
@@ -76,7 +75,7 @@ func TestSavepointRescale(t *testing.T) {
 	cl := c.Client()
 	ctx := context.Background()
 	args := []string{"--keys", fmt.Sprint(keys), "--per-key", fmt.Sprint(perKey)}
-	cp := map[string]string{checkpoint.KeyInterval: "200ms", jobgraph.ConfigClock: jobgraph.ClockWall}
+	cp := map[string]string{jobconfig.KeyCheckpointInterval: "200ms", jobconfig.KeyClock: string(jobconfig.ClockWall)}
 	id := run(t, cl, wasm, 2, cp, "", append(args, "--rate", "8000")...)
 	testutil.CheckFor(t, time.Minute, 10*time.Millisecond, func() error {
 		cps, err := cl.ListCheckpoints(ctx, id)
@@ -177,7 +176,7 @@ func TestSlowBarrierExpires(t *testing.T) {
 	wasm := localtest.Guest(t, "examples/exactlyonce")
 	c := localtest.Start(t, local.Config{Slots: 4})
 	cl := c.Client()
-	cp := map[string]string{checkpoint.KeyInterval: "100ms", checkpoint.KeyTimeout: "300ms", jobgraph.ConfigClock: jobgraph.ClockWall}
+	cp := map[string]string{jobconfig.KeyCheckpointInterval: "100ms", jobconfig.KeyCheckpointTimeout: "300ms", jobconfig.KeyClock: string(jobconfig.ClockWall)}
 	id := run(t, cl, wasm, 2, cp, "", "--keys", fmt.Sprint(keys), "--per-key", fmt.Sprint(perKey),
 		"--rate", "8000", "--barrier-delay", "800ms", "--out", "slow/out")
 	r := localtest.WaitFinished(t, c, id)
@@ -208,7 +207,7 @@ func TestFileSinkExactlyOnce(t *testing.T) {
 	wasm := localtest.Guest(t, "examples/exactlyonce")
 	c := localtest.Start(t, local.Config{Slots: 4})
 	cl := c.Client()
-	cp := map[string]string{checkpoint.KeyInterval: "50ms", jobgraph.ConfigClock: jobgraph.ClockWall}
+	cp := map[string]string{jobconfig.KeyCheckpointInterval: "50ms", jobconfig.KeyClock: string(jobconfig.ClockWall)}
 	id := run(t, cl, wasm, 2, cp, "", "--keys", fmt.Sprint(keys), "--per-key", fmt.Sprint(perKey), "--rate", "20000", "--out", "fs/out")
 	localtest.WaitFinished(t, c, id)
 	cps, _ := cl.ListCheckpoints(context.Background(), id)
@@ -243,7 +242,7 @@ func TestMinIOOutage(t *testing.T) {
 		BlobURL: fmt.Sprintf("s3://outage?endpoint=%s&secure=false&create_bucket=true", m.Endpoint)})
 	cl := c.Client()
 	ctx := context.Background()
-	cp := map[string]string{checkpoint.KeyInterval: "200ms", checkpoint.KeyTimeout: "2s", jobgraph.ConfigClock: jobgraph.ClockWall}
+	cp := map[string]string{jobconfig.KeyCheckpointInterval: "200ms", jobconfig.KeyCheckpointTimeout: "2s", jobconfig.KeyClock: string(jobconfig.ClockWall)}
 	id := run(t, cl, wasm, 2, cp, "", "--keys", fmt.Sprint(keys), "--per-key", fmt.Sprint(perKey), "--rate", "4000", "--out", "outage/out")
 	completed := func() []client.Checkpoint {
 		cps, err := cl.ListCheckpoints(ctx, id)

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/checkpoint"
+	"github.com/sluicehq/sluice/internal/jobconfig"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 )
 
@@ -67,7 +68,8 @@ type Deployment struct {
 	// JobMasterAddress is the JobManager's RPC address: where the task
 	// reports its state and asks for input splits.
 	JobMasterAddress string
-	Config           map[string]string
+	// Config is the job's parsed config; its map form crosses the wire.
+	Config jobconfig.Config
 	// Limits bound the task's sandbox (the tenant's quotas).
 	Limits TaskLimits
 	// Restore, when set, is the state the task starts from.

@@ -68,15 +68,3 @@ type Edge struct {
 	Target      int         `json:"target"`
 	Partitioner Partitioner `json:"partitioner"`
 }
-
-// ConfigClock is the job config key that chooses what a guest's clock
-// (now_ms and the WASI clocks) reads: ClockVirtual, the default, where time
-// advances only as timers fire, so a replayed task sees the same times; or
-// ClockWall, the host's wall clock, for jobs that pace themselves by real
-// time. The Dispatcher validates it; TaskManagers read it from each
-// deployment's config.
-const (
-	ConfigClock  = "sandbox.clock"
-	ClockVirtual = "virtual"
-	ClockWall    = "wall"
-)

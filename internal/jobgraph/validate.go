@@ -138,8 +138,8 @@ func Validate(g *Graph, defaultParallelism, maxParallelismLimit int) error {
 			case k != v.Kind:
 				bad("%s: connector %q is a %s, not a %s", vname(v), v.Connector, k, v.Kind)
 			case v.Connector == ConnectorFile:
-				if why := badSinkPath(v.Config["path"]); why != "" {
-					bad("%s: file sink path %q %s: use a relative path such as \"results/wordcount\"", vname(v), v.Config["path"], why)
+				if why := badSinkPath(v.SinkPath()); why != "" {
+					bad("%s: file sink path %q %s: use a relative path such as \"results/wordcount\"", vname(v), v.SinkPath(), why)
 				}
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/taskexecutor"
 	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/control"
+	"github.com/sluicehq/sluice/internal/jobconfig"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 )
 
@@ -104,7 +105,7 @@ func DeploymentToWire(d control.Deployment) (*taskexecutor.TaskDeployment, error
 		MaxParallelism:   int32(d.MaxParallelism),
 		AllocationId:     d.AllocationID,
 		JobmasterAddress: d.JobMasterAddress,
-		Config:           d.Config,
+		Config:           d.Config.Map(),
 		Restore:          restoreToWire(d.Restore),
 	}
 	if l := d.Limits; l.MemoryBytes > 0 || l.CallTimeout > 0 || l.StateBytes > 0 {
@@ -129,8 +130,8 @@ func DeploymentToWire(d control.Deployment) (*taskexecutor.TaskDeployment, error
 //
 // # Errors
 //
-// No deployment, no fencing token, a missing chain vertex, or an output
-// with an unknown partitioner. The message names the execution.
+// No deployment, no fencing token, a missing chain vertex, a config
+// jobconfig.Parse refuses, or an output with an unknown partitioner. The message names the execution.
 func DeploymentFromWire(w *taskexecutor.TaskDeployment) (control.Deployment, error) {
 	if w == nil {
 		return control.Deployment{}, errors.New("deploy task: no deployment")
@@ -140,6 +141,10 @@ func DeploymentFromWire(w *taskexecutor.TaskDeployment) (control.Deployment, err
 		return control.Deployment{}, fmt.Errorf("deploy task %s: no fencing token", id)
 	}
 	chain, err := ChainFromWire(w.GetChain())
+	if err != nil {
+		return control.Deployment{}, fmt.Errorf("deploy task %s: %w", id, err)
+	}
+	conf, err := jobconfig.Parse(w.GetConfig())
 	if err != nil {
 		return control.Deployment{}, fmt.Errorf("deploy task %s: %w", id, err)
 	}
@@ -156,7 +161,7 @@ func DeploymentFromWire(w *taskexecutor.TaskDeployment) (control.Deployment, err
 		MaxParallelism:   int(w.GetMaxParallelism()),
 		AllocationID:     w.GetAllocationId(),
 		JobMasterAddress: w.GetJobmasterAddress(),
-		Config:           w.GetConfig(),
+		Config:           conf,
 		Restore:          restoreFromWire(w.Restore),
 		Limits: control.TaskLimits{
 			MemoryBytes: max(w.GetMemoryLimitBytes(), 0),

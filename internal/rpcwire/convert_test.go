@@ -12,11 +12,16 @@ import (
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/taskexecutor"
 	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/control"
+	"github.com/sluicehq/sluice/internal/jobconfig"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/rpcserver"
 )
 
 func testDeployment() control.Deployment {
+	// A config as jobconfig.Parse returns it: its map form parses back.
+	conf := jobconfig.Default()
+	conf.Clock, conf.Checkpoints.Interval = jobconfig.ClockWall, time.Second
+	conf.Inputs = map[string]string{"a": "tenants/default/up/a"}
 	return control.Deployment{
 		Fencing:     control.FencingToken{LeaderSession: "s", JobID: "j", Attempt: 3},
 		ExecutionID: "e", JobID: "j", Tenant: "default", ModuleDigest: "sha256-x", Args: []string{"--input", "x"},
@@ -32,7 +37,7 @@ func testDeployment() control.Deployment {
 			{ResultID: "r3", Partitioner: jobgraph.Rebalance},
 			{ResultID: "r4", Partitioner: jobgraph.Broadcast},
 		},
-		AllocationID: "al", JobMasterAddress: "jm:1", Config: map[string]string{"k": "v"},
+		AllocationID: "al", JobMasterAddress: "jm:1", Config: conf,
 		Limits:  control.TaskLimits{MemoryBytes: 1 << 20, CallTimeout: 2 * time.Second, StateBytes: 7},
 		Restore: &checkpoint.TaskRestore{CheckpointID: 7, States: []checkpoint.StateHandle{{Key: "tenants/default/x", Size: 10, KeyGroupEnd: 63}}},
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/control"
+	"github.com/sluicehq/sluice/internal/jobconfig"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/jm/jobmaster"
@@ -259,16 +260,15 @@ func (d *Dispatcher) SubmitJob(ctx context.Context, tenant string, s Submission)
 	case p < 0 || p > d.cfg.MaxParallelismLimit:
 		return "", rpcerr.Errorf(rpcerr.ErrInvalidArgument, "parallelism %d: must be in [1, %d] (0 for the cluster default %d)", p, d.cfg.MaxParallelismLimit, d.cfg.DefaultParallelism)
 	}
-	restart, err := jobmaster.ParseRestart(s.Config, d.cfg.Restart)
-	if err != nil {
-		return "", err
-	}
-	checkpointing, err := checkpoint.ParseConfig(s.Config)
+	// The config is parsed here, once; everything after takes its part of
+	// the struct.
+	conf, err := jobconfig.Parse(s.Config)
 	if err != nil {
 		return "", rpcerr.Errorf(rpcerr.ErrInvalidArgument, "%w", err)
 	}
-	if c, ok := s.Config[jobgraph.ConfigClock]; ok && c != jobgraph.ClockVirtual && c != jobgraph.ClockWall {
-		return "", rpcerr.Errorf(rpcerr.ErrInvalidArgument, "config %s=%q: want %q (the default: time advances only with timers) or %q (the guest reads the wall clock)", jobgraph.ConfigClock, c, jobgraph.ClockVirtual, jobgraph.ClockWall)
+	restart, err := jobmaster.RestartFromConfig(conf.Restart, d.cfg.Restart)
+	if err != nil {
+		return "", err
 	}
 	wasm, err := d.readModule(ctx, tenant, s.ModuleDigest)
 	if err != nil {
@@ -291,7 +291,7 @@ func (d *Dispatcher) SubmitJob(ctx context.Context, tenant string, s Submission)
 	if d.cfg.MaxJobSlots > 0 && need > d.cfg.MaxJobSlots {
 		return "", rpcerr.Errorf(rpcerr.ErrInvalidArgument, "job needs %d slots (its largest parallelism), above the cluster's limit of %d per job: lower the parallelism", need, d.cfg.MaxJobSlots)
 	}
-	splits, err := resolveSplits(ctx, d.cfg.Blob, tenant, g, s.Config, p, d.cfg.SplitSize)
+	splits, err := resolveSplits(ctx, d.cfg.Blob, tenant, g, conf.Inputs, p, d.cfg.SplitSize)
 	if err != nil {
 		return "", err
 	}
@@ -324,11 +324,10 @@ func (d *Dispatcher) SubmitJob(ctx context.Context, tenant string, s Submission)
 		Args:               slices.Clone(s.Args),
 		Graph:              g,
 		DefaultParallelism: p,
-		JobConfig:          maps.Clone(s.Config),
+		JobConfig:          conf,
 		Splits:             splits,
 		Restart:            restart,
 		Blob:               d.cfg.Blob,
-		Checkpointing:      checkpointing,
 		Restore:            restore,
 		LeaderSession:      d.cfg.LeaderSession,
 		Address:            d.cfg.Address(),

@@ -217,6 +217,10 @@ func TestSubmitRejectsBadJobsBeforeAskingForSlots(t *testing.T) {
 		{"missing input", Submission{Args: []string{"text"}}, rpcerr.ErrNotFound, `input "in/": no object`},
 		{"foreign input", Submission{Args: []string{"text-other"}}, rpcerr.ErrPermissionDenied, "belongs to another tenant"},
 		{"bad inputs map", Submission{Args: []string{"text"}, Config: map[string]string{"inputs": "[1]"}}, rpcerr.ErrInvalidArgument, "config inputs"},
+		{"unknown config key", Submission{Args: []string{"ok"}, Config: map[string]string{"execution.checkpointing.intervall": "1s"}}, rpcerr.ErrInvalidArgument,
+			`unknown config key "execution.checkpointing.intervall": did you mean "execution.checkpointing.interval"?`},
+		{"max backoff below the default's initial", Submission{Args: []string{"ok"}, Config: map[string]string{"restart-strategy.exponential-delay.initial-backoff": "10m"}}, rpcerr.ErrInvalidArgument,
+			"is below restart-strategy.exponential-delay.initial-backoff=10m0s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -394,16 +398,16 @@ func TestResolveSplits(t *testing.T) {
 		return &jobgraph.Graph{Vertices: []jobgraph.Vertex{{ID: 7, Name: "src", Kind: jobgraph.KindSource, Connector: jobgraph.ConnectorText, Config: map[string]string{"paths": paths}}}}
 	}
 	tests := []struct {
-		paths string
-		conf  map[string]string
-		want  string
-		err   string
+		paths  string
+		inputs map[string]string
+		want   string
+		err    string
 	}{
 		{`["in/a.txt"]`, nil, "[{tenants/default/in/a.txt 0 4} {tenants/default/in/a.txt 4 4} {tenants/default/in/a.txt 8 2}]", ""},
 		{`["in"]`, nil, "[{tenants/default/in/a.txt 0 4} {tenants/default/in/a.txt 4 4} {tenants/default/in/a.txt 8 2} {tenants/default/in/b.txt 0 3} {tenants/default/in/sub/c.log 0 2}]", ""},
 		{`["in/*.txt", "in/b.txt"]`, nil, "[{tenants/default/in/a.txt 0 4} {tenants/default/in/a.txt 4 4} {tenants/default/in/a.txt 8 2} {tenants/default/in/b.txt 0 3}]", ""},
 		{`["tenants/default/in/sub/"]`, nil, "[{tenants/default/in/sub/c.log 0 2}]", ""},
-		{`["/home/me/data.txt"]`, map[string]string{"inputs": `{"/home/me/data.txt": "tenants/default/uploads/u1/data.txt"}`}, "[{tenants/default/uploads/u1/data.txt 0 4} {tenants/default/uploads/u1/data.txt 4 1}]", ""},
+		{`["/home/me/data.txt"]`, map[string]string{"/home/me/data.txt": "tenants/default/uploads/u1/data.txt"}, "[{tenants/default/uploads/u1/data.txt 0 4} {tenants/default/uploads/u1/data.txt 4 1}]", ""},
 		{`["/home/me/data.txt"]`, nil, "", `input "/home/me/data.txt": no object tenants/default/home/me/data.txt`},
 		{`["in/*.csv"]`, nil, "", "no object matches"},
 		{`["in/[x"]`, nil, "", "bad pattern"},
@@ -412,7 +416,7 @@ func TestResolveSplits(t *testing.T) {
 		{`["tenants/other/x"]`, nil, "", "belongs to another tenant"},
 	}
 	for _, tt := range tests {
-		got, err := resolveSplits(ctx, store, DefaultTenant, text(tt.paths), tt.conf, 1, 4)
+		got, err := resolveSplits(ctx, store, DefaultTenant, text(tt.paths), tt.inputs, 1, 4)
 		if tt.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.err) {
 				t.Errorf("%s: err %v, want %q", tt.paths, err, tt.err)

@@ -2,7 +2,6 @@ package dispatcher
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
@@ -11,13 +10,9 @@ import (
 
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/internal/checkpoint"
-	"github.com/sluicehq/sluice/internal/jobconfig"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 )
-
-// ConfigInputs is the job config key of the inputs map (jobconfig.KeyInputs).
-const ConfigInputs = jobconfig.KeyInputs
 
 // Limits of input resolution, so one submission cannot make the JobManager
 // hold an unbounded split list.
@@ -50,8 +45,8 @@ func splitSizeFor(total int64, subtasks int, maxSize int64) int64 {
 // maxSplitSize the largest.
 //
 // A text source's "paths" config is a JSON list of strings. Each path is
-// first looked up in the job's "inputs" map; what comes out (or the path
-// itself) names blob keys of the job's tenant:
+// first looked up in inputs, the job's inputs map (jobconfig.KeyInputs);
+// what comes out (or the path itself) names blob keys of the job's tenant:
 //
 //   - "tenants/<tenant>/..." is a key as is; another tenant's key is refused;
 //     any other path is relative to "tenants/<tenant>/";
@@ -62,24 +57,18 @@ func splitSizeFor(total int64, subtasks int, maxSize int64) int64 {
 //
 // # Errors
 //
-// ErrInvalidArgument for a malformed paths list, inputs map or key;
+// ErrInvalidArgument for a malformed paths list or key;
 // ErrNotFound when a path names nothing; ErrPermissionDenied for another
 // tenant's keys; the blob store's errors otherwise.
-func resolveSplits(ctx context.Context, store blob.Store, tenant string, g *jobgraph.Graph, conf map[string]string, p int, maxSplitSize int64) (map[int][]checkpoint.Split, error) {
-	var inputs map[string]string
-	if s, ok := conf[ConfigInputs]; ok {
-		if err := json.Unmarshal([]byte(s), &inputs); err != nil {
-			return nil, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "config %s: want a JSON object of path to blob key: %v", ConfigInputs, err)
-		}
-	}
+func resolveSplits(ctx context.Context, store blob.Store, tenant string, g *jobgraph.Graph, inputs map[string]string, p int, maxSplitSize int64) (map[int][]checkpoint.Split, error) {
 	out := map[int][]checkpoint.Split{}
 	total := 0
 	for _, v := range g.Vertices {
 		if v.Connector != jobgraph.ConnectorText {
 			continue
 		}
-		var paths []string
-		if err := json.Unmarshal([]byte(v.Config["paths"]), &paths); err != nil || len(paths) == 0 {
+		paths, err := v.SourcePaths()
+		if err != nil {
 			return nil, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "vertex %d %q: text source needs a non-empty JSON list of paths in its \"paths\" config", v.ID, v.Name)
 		}
 		var objs []blob.Info

@@ -298,7 +298,7 @@ func (jm *JobMaster) sendTrigger(c checkpointing.SendTrigger) {
 func (jm *JobMaster) writeMetadata(c checkpointing.WriteMetadata) {
 	done := make(chan struct{})
 	jm.cpWork[c.ID] = done
-	store, timeout := jm.cfg.Blob, jm.cfg.Checkpointing.Timeout
+	store, timeout := jm.cfg.Blob, jm.cfg.JobConfig.Checkpoints.Timeout
 	jm.goBG(func() {
 		defer close(done)
 		ctx, cancel := context.WithTimeout(jm.jobCtx, timeout)

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/control"
+	"github.com/sluicehq/sluice/internal/jobconfig"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/keygroup"
 	"github.com/sluicehq/sluice/internal/rpcerr"
@@ -276,7 +277,7 @@ func startCP(t *testing.T, g *jobgraph.Graph, cc checkpoint.Config, mod func(*Co
 	st := newStore(t)
 	h := start(t, g, func(c *Config, gw *fakeGateway, _ *fakePool) {
 		c.Blob = st
-		c.Checkpointing = cc
+		c.JobConfig.Checkpoints = cc
 		gw.store = st
 		if mod != nil {
 			mod(c, gw)
@@ -286,7 +287,7 @@ func startCP(t *testing.T, g *jobgraph.Graph, cc checkpoint.Config, mod func(*Co
 }
 
 func periodic(interval time.Duration) checkpoint.Config {
-	c := checkpoint.DefaultConfig()
+	c := jobconfig.DefaultCheckpoints()
 	c.Interval = interval
 	c.Timeout = 10 * time.Second
 	return c
@@ -638,7 +639,7 @@ func TestStartValidatesCheckpointing(t *testing.T) {
 	}
 	st := newStore(t)
 	tests := map[string]func(c *Config){
-		"checkpointing without a store": func(c *Config) { c.Checkpointing = periodic(time.Second) },
+		"checkpointing without a store": func(c *Config) { c.JobConfig.Checkpoints = periodic(time.Second) },
 		"restore without a store":       func(c *Config) { c.Restore = &checkpoint.Metadata{ID: 1, Tenant: "default", MaxParallelism: 128} },
 		"restore of another tenant": func(c *Config) {
 			c.Blob, c.Restore = st, &checkpoint.Metadata{ID: 1, Tenant: "other", MaxParallelism: 128}
@@ -649,7 +650,7 @@ func TestStartValidatesCheckpointing(t *testing.T) {
 		"bad tenant for keys":    func(c *Config) { c.Blob, c.Tenant = st, "Not A Tenant" },
 		"bad restart strategy":   func(c *Config) { c.Restart = RestartStrategy{Kind: "sometimes"} },
 		"negative backoff":       func(c *Config) { c.Restart = RestartStrategy{Kind: RestartExponentialDelay, MaxBackoff: -1} },
-		"negative min pause":     func(c *Config) { c.Blob, c.Checkpointing = st, checkpoint.Config{MinPause: -1} },
+		"negative min pause":     func(c *Config) { c.Blob, c.JobConfig.Checkpoints = st, checkpoint.Config{MinPause: -1} },
 		"negative restart delay": func(c *Config) { c.Restart = RestartStrategy{Attempts: 1, Delay: -time.Second} },
 	}
 	for name, mod := range tests {

@@ -80,6 +80,7 @@ import (
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/control"
+	"github.com/sluicehq/sluice/internal/jobconfig"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/keygroup"
 	"github.com/sluicehq/sluice/internal/rpcerr"
@@ -103,10 +104,17 @@ type Config struct {
 	// Graph is the validated job graph (jobgraph.Validate).
 	Graph              *jobgraph.Graph
 	DefaultParallelism int
-	// JobConfig is passed to every task.
-	JobConfig map[string]string
+	// JobConfig is the job's parsed config (jobconfig.Parse). Its
+	// Checkpoints configure periodic checkpoints: the zero value takes
+	// none, but savepoints still work; zero Timeout, MaxConcurrent and
+	// Retained take jobconfig.DefaultCheckpoints' values; TolerableFailures
+	// is used as given (0: the first failed checkpoint fails the job;
+	// negative: no limit). It goes to every task (Deployment.Config). Its
+	// Restart part is already in Restart.
+	JobConfig jobconfig.Config
 	// Splits are the input splits of each text source, by vertex id.
-	Splits  map[int][]checkpoint.Split
+	Splits map[int][]checkpoint.Split
+	// Restart is the job's restart strategy (RestartFromConfig).
 	Restart RestartStrategy
 	// LeaderSession goes into every fencing token.
 	LeaderSession string
@@ -127,12 +135,6 @@ type Config struct {
 	// Blob is the JobManager's blob store: checkpoints, savepoints and
 	// file-sink commits. Required for checkpointing and Restore.
 	Blob blob.Store
-	// Checkpointing configures periodic checkpoints (checkpoint.ParseConfig);
-	// the zero value takes none, but savepoints still work. Zero Timeout,
-	// MaxConcurrent and Retained take checkpoint.DefaultConfig's values;
-	// TolerableFailures is used as given (0: the first failed checkpoint
-	// fails the job; negative: no limit).
-	Checkpointing checkpoint.Config
 	// Restore, when set, is where the first attempt starts from: a
 	// savepoint or a retained checkpoint of the same tenant, possibly taken
 	// at another parallelism. Its max parallelism must be the graph's.
@@ -277,7 +279,7 @@ func Start(cfg Config) (*JobMaster, error) {
 	if err := cfg.Restart.Validate(); err != nil {
 		return bad("%v", err)
 	}
-	cc := cfg.Checkpointing
+	cc := cfg.JobConfig.Checkpoints
 	switch {
 	case cc.Interval < 0 || cc.Timeout < 0 || cc.MinPause < 0 || cc.MaxConcurrent < 0 || cc.Retained < 0:
 		return bad("checkpointing %+v: negative interval, timeout, min pause, max concurrent or retained", cc)
@@ -286,7 +288,7 @@ func Start(cfg Config) (*JobMaster, error) {
 	case cfg.Restore != nil && cfg.Blob == nil:
 		return bad("restoring from checkpoint %d needs a blob store", cfg.Restore.ID)
 	}
-	def := checkpoint.DefaultConfig()
+	def := jobconfig.DefaultCheckpoints()
 	if cc.Timeout == 0 {
 		cc.Timeout = def.Timeout
 	}
@@ -329,7 +331,7 @@ func Start(cfg Config) (*JobMaster, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	cfg.Checkpointing = cc
+	cfg.JobConfig.Checkpoints = cc
 	jobCtx, jobCancel := context.WithCancel(context.Background())
 	jm := &JobMaster{
 		cfg:          cfg,
@@ -775,7 +777,7 @@ func (jm *JobMaster) deployment(x *execution) control.Deployment {
 		MaxParallelism:   jobgraph.MaxParallelismOf(jm.cfg.Graph),
 		AllocationID:     x.slot.AllocationID,
 		JobMasterAddress: jm.cfg.Address,
-		Config:           maps.Clone(jm.cfg.JobConfig),
+		Config:           jm.cfg.JobConfig,
 	}
 	if jm.restore != nil {
 		start, end := keygroup.Range(x.subtask, t.parallelism, d.MaxParallelism)

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/control"
+	"github.com/sluicehq/sluice/internal/jobconfig"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/internal/testutil"
@@ -193,7 +194,7 @@ func start(t *testing.T, g *jobgraph.Graph, mod func(*Config, *fakeGateway, *fak
 	cfg := Config{
 		JobID: "j1", Tenant: "default", ModuleDigest: "sha256-00", Args: []string{"a"},
 		Graph: g, DefaultParallelism: 1, LeaderSession: "s1", Address: "jm:1",
-		JobConfig: map[string]string{"k": "v"},
+		JobConfig: jobconfig.Config{Clock: jobconfig.ClockWall},
 		Slots:     h.pool, Gateway: h.gw, CancelTimeout: 5 * time.Second, RPCTimeout: time.Second,
 		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
 	}
@@ -255,7 +256,7 @@ func TestDeploysChainsAndChannelsThenFinishes(t *testing.T) {
 			t.Fatalf("deployment %d heads with vertex %d, want %d", i, d.Chain[0].ID, wantHead)
 		}
 		if d.Fencing != (control.FencingToken{LeaderSession: "s1", JobID: "j1", Attempt: 0}) || d.JobMasterAddress != "jm:1" || d.Tenant != "default" ||
-			d.ModuleDigest != "sha256-00" || d.MaxParallelism != 128 || d.Config["k"] != "v" || d.Args[0] != "a" {
+			d.ModuleDigest != "sha256-00" || d.MaxParallelism != 128 || d.Config.Clock != jobconfig.ClockWall || d.Args[0] != "a" {
 			t.Fatalf("deployment %d: %+v", i, d)
 		}
 	}
@@ -618,7 +619,7 @@ func TestCancelWhileRestarting(t *testing.T) {
 	h.wait(t, Canceled)
 }
 
-func TestParseRestart(t *testing.T) {
+func TestRestartFromConfig(t *testing.T) {
 	def := RestartStrategy{Attempts: 3, Delay: time.Second}
 	tests := []struct {
 		conf map[string]string
@@ -633,7 +634,7 @@ func TestParseRestart(t *testing.T) {
 		{map[string]string{"restart-strategy.fixed-delay.delay": "soon"}, def, "delay=\"soon\""},
 	}
 	for _, tt := range tests {
-		got, err := ParseRestart(tt.conf, def)
+		got, err := parseRestart(tt.conf, def)
 		if tt.err != "" {
 			if !errors.Is(err, rpcerr.ErrInvalidArgument) || !strings.Contains(err.Error(), tt.err) {
 				t.Errorf("%v: err %v, want %q", tt.conf, err, tt.err)

@@ -2,63 +2,40 @@ package jobmaster
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/jobconfig"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 )
 
 // RestartKind names a restart strategy, as Flink's restart-strategy key.
-type RestartKind string
+type RestartKind = jobconfig.RestartKind
 
-// Restart strategies.
+// Restart strategies (jobconfig's names, here so that code building a
+// RestartStrategy needs only this package).
 const (
 	// RestartNone never restarts: the first failure fails the job.
-	RestartNone RestartKind = "none"
+	RestartNone = jobconfig.RestartNone
 	// RestartFixedDelay restarts at most Attempts times, Delay after each
 	// failure.
-	RestartFixedDelay RestartKind = "fixed-delay"
+	RestartFixedDelay = jobconfig.RestartFixedDelay
 	// RestartExponentialDelay restarts with a delay that grows by
 	// BackoffMultiplier from InitialBackoff up to MaxBackoff, and falls back
 	// to InitialBackoff once the job ran ResetBackoffThreshold without a
 	// failure.
-	RestartExponentialDelay RestartKind = "exponential-delay"
+	RestartExponentialDelay = jobconfig.RestartExponentialDelay
 	// RestartFailureRate restarts, Delay after each failure, until more
 	// than MaxFailuresPerInterval failures fall within FailureRateInterval.
-	RestartFailureRate RestartKind = "failure-rate"
+	RestartFailureRate = jobconfig.RestartFailureRate
 )
 
-// Defaults of the restart strategies, Flink's.
+// The limits of RestartStrategy's fields are the config keys' (jobconfig).
 const (
-	DefaultInitialBackoff        = time.Second
-	DefaultMaxBackoff            = 5 * time.Minute
-	DefaultBackoffMultiplier     = 2.0
-	DefaultResetBackoffThreshold = time.Hour
-	DefaultJitterFactor          = 0.1
-	DefaultMaxFailures           = 1
-	DefaultFailureRateInterval   = time.Minute
-	DefaultFailureRateDelay      = time.Second
-)
-
-// Config keys of the restart strategy (Flink's).
-const (
-	KeyRestartStrategy          = "restart-strategy"
-	KeyFixedDelayAttempts       = "restart-strategy.fixed-delay.attempts"
-	KeyFixedDelayDelay          = "restart-strategy.fixed-delay.delay"
-	KeyExpInitialBackoff        = "restart-strategy.exponential-delay.initial-backoff"
-	KeyExpMaxBackoff            = "restart-strategy.exponential-delay.max-backoff"
-	KeyExpMultiplier            = "restart-strategy.exponential-delay.backoff-multiplier"
-	KeyExpResetThreshold        = "restart-strategy.exponential-delay.reset-backoff-threshold"
-	KeyExpJitter                = "restart-strategy.exponential-delay.jitter-factor"
-	KeyExpAttemptsBeforeReset   = "restart-strategy.exponential-delay.attempts-before-reset-backoff"
-	KeyFailureRateMaxFailures   = "restart-strategy.failure-rate.max-failures-per-interval"
-	KeyFailureRateInterval      = "restart-strategy.failure-rate.failure-rate-interval"
-	KeyFailureRateDelay         = "restart-strategy.failure-rate.delay"
-	maxRestartAttempts          = 1_000_000
-	maxRestartDelay             = 24 * time.Hour
-	maxRestartWindow            = 30 * 24 * time.Hour
-	maxBackoffMultiplier        = 100.0
-	restartKindsForErrorMessage = "none, fixed-delay, exponential-delay or failure-rate"
+	maxRestartAttempts          = jobconfig.MaxRestartAttempts
+	maxRestartDelay             = jobconfig.MaxRestartDelay
+	maxRestartWindow            = jobconfig.MaxRestartWindow
+	maxBackoffMultiplier        = jobconfig.MaxBackoffMultiplier
+	restartKindsForErrorMessage = jobconfig.RestartKinds
 )
 
 // RestartStrategy decides whether and when a failed job runs again. The
@@ -68,7 +45,8 @@ const (
 // Fields that do not belong to Kind are ignored. For exponential-delay
 // and failure-rate, zero durations, multiplier and failure count take the
 // defaults above; JitterFactor zero means no jitter and AttemptsBeforeReset
-// zero means no limit. ParseRestart fills in Flink's defaults explicitly.
+// zero means no limit. RestartFromConfig fills in Flink's defaults
+// (jobconfig.Default…) explicitly.
 type RestartStrategy struct {
 	// Kind is the strategy; empty means fixed-delay when Attempts > 0, else
 	// none.
@@ -124,23 +102,23 @@ func (r RestartStrategy) withDefaults() RestartStrategy {
 	switch r.kind() {
 	case RestartExponentialDelay:
 		if r.InitialBackoff == 0 {
-			r.InitialBackoff = DefaultInitialBackoff
+			r.InitialBackoff = jobconfig.DefaultInitialBackoff
 		}
 		if r.MaxBackoff == 0 {
-			r.MaxBackoff = max(DefaultMaxBackoff, r.InitialBackoff)
+			r.MaxBackoff = max(jobconfig.DefaultMaxBackoff, r.InitialBackoff)
 		}
 		if r.BackoffMultiplier == 0 {
-			r.BackoffMultiplier = DefaultBackoffMultiplier
+			r.BackoffMultiplier = jobconfig.DefaultBackoffMultiplier
 		}
 		if r.ResetBackoffThreshold == 0 {
-			r.ResetBackoffThreshold = DefaultResetBackoffThreshold
+			r.ResetBackoffThreshold = jobconfig.DefaultResetBackoffThreshold
 		}
 	case RestartFailureRate:
 		if r.MaxFailuresPerInterval == 0 {
-			r.MaxFailuresPerInterval = DefaultMaxFailures
+			r.MaxFailuresPerInterval = jobconfig.DefaultMaxFailures
 		}
 		if r.FailureRateInterval == 0 {
-			r.FailureRateInterval = DefaultFailureRateInterval
+			r.FailureRateInterval = jobconfig.DefaultFailureRateInterval
 		}
 	}
 	return r
@@ -293,84 +271,60 @@ func (x *restarter) failure(at time.Time) (delay time.Duration, ok bool) {
 	return 0, false
 }
 
-// ParseRestart reads the restart strategy from a job's config, Flink's
-// keys, falling back to def:
+// RestartFromConfig is the restart strategy of a job whose config says r
+// (jobconfig parsed and range-checked it), where def is the JobManager's
+// default strategy.
 //
-//	restart-strategy                       none|off|disable | fixed-delay|fixeddelay |
-//	                                       exponential-delay|exponentialdelay | failure-rate|failurerate
-//	restart-strategy.fixed-delay.attempts  restarts in all, 0 to 1000000
-//	restart-strategy.fixed-delay.delay     a Go duration, 0 to 24h, e.g. 1s
-//	restart-strategy.exponential-delay.initial-backoff               1ms to 24h, default 1s
-//	restart-strategy.exponential-delay.max-backoff                   1ms to 24h, default 5m
-//	restart-strategy.exponential-delay.backoff-multiplier            1 to 100, default 2.0
-//	restart-strategy.exponential-delay.reset-backoff-threshold       1ms to 720h, default 1h
-//	restart-strategy.exponential-delay.jitter-factor                 0 to 1, default 0.1
-//	restart-strategy.exponential-delay.attempts-before-reset-backoff 1 to 1000000, default no limit
-//	restart-strategy.failure-rate.max-failures-per-interval          1 to 1000000, default 1
-//	restart-strategy.failure-rate.failure-rate-interval              1ms to 720h, default 1m
-//	restart-strategy.failure-rate.delay                              0 to 24h, default 1s
-//
-// Without restart-strategy the keys of def's strategy apply to def (the
-// fixed-delay keys when def is none or fixed-delay). Naming a strategy
-// other than def's starts from that strategy's defaults. Every key present
-// is checked, whichever strategy is chosen.
+// Without a named strategy, r's keys of def's strategy apply to def (the
+// fixed-delay keys when def is none or fixed-delay; the fixed-delay
+// attempts alone turn a none default into fixed-delay). Naming a strategy
+// other than def's starts from that strategy's defaults. The keys of the
+// strategies not chosen are still combined, so a job's config is refused
+// the same way whichever strategy it names.
 //
 // # Errors
 //
-// ErrInvalidArgument naming the key, the value and the accepted range.
-func ParseRestart(conf map[string]string, def RestartStrategy) (RestartStrategy, error) {
-	p := restartParser{conf: conf}
+// ErrInvalidArgument when the exponential-delay max backoff ends up below
+// its initial backoff (one of them may come from def).
+func RestartFromConfig(r jobconfig.Restart, def RestartStrategy) (RestartStrategy, error) {
 	fixed := def
 	if def.kind() != RestartFixedDelay && def.kind() != RestartNone {
 		fixed = RestartStrategy{}
 	}
-	p.num(KeyFixedDelayAttempts, 0, maxRestartAttempts, &fixed.Attempts)
-	p.dur(KeyFixedDelayDelay, 0, maxRestartDelay, &fixed.Delay)
+	set(&fixed.Attempts, r.Attempts)
+	set(&fixed.Delay, r.Delay)
 
 	exp := RestartStrategy{
-		Kind: RestartExponentialDelay, InitialBackoff: DefaultInitialBackoff, MaxBackoff: DefaultMaxBackoff,
-		BackoffMultiplier: DefaultBackoffMultiplier, ResetBackoffThreshold: DefaultResetBackoffThreshold,
-		JitterFactor: DefaultJitterFactor,
+		Kind: RestartExponentialDelay, InitialBackoff: jobconfig.DefaultInitialBackoff, MaxBackoff: jobconfig.DefaultMaxBackoff,
+		BackoffMultiplier: jobconfig.DefaultBackoffMultiplier, ResetBackoffThreshold: jobconfig.DefaultResetBackoffThreshold,
+		JitterFactor: jobconfig.DefaultJitterFactor,
 	}
 	if def.kind() == RestartExponentialDelay {
 		exp = def.withDefaults()
 	}
-	p.dur(KeyExpInitialBackoff, time.Millisecond, maxRestartDelay, &exp.InitialBackoff)
-	p.dur(KeyExpMaxBackoff, time.Millisecond, maxRestartDelay, &exp.MaxBackoff)
-	p.float(KeyExpMultiplier, 1, maxBackoffMultiplier, &exp.BackoffMultiplier)
-	p.dur(KeyExpResetThreshold, time.Millisecond, maxRestartWindow, &exp.ResetBackoffThreshold)
-	p.float(KeyExpJitter, 0, 1, &exp.JitterFactor)
-	p.num(KeyExpAttemptsBeforeReset, 1, maxRestartAttempts, &exp.AttemptsBeforeReset)
-	if p.err == nil && exp.MaxBackoff < exp.InitialBackoff {
-		p.err = rpcerr.Errorf(rpcerr.ErrInvalidArgument, "config %s=%v is below %s=%v: the max backoff must be at least the initial backoff",
-			KeyExpMaxBackoff, exp.MaxBackoff, KeyExpInitialBackoff, exp.InitialBackoff)
+	set(&exp.InitialBackoff, r.InitialBackoff)
+	set(&exp.MaxBackoff, r.MaxBackoff)
+	set(&exp.BackoffMultiplier, r.BackoffMultiplier)
+	set(&exp.ResetBackoffThreshold, r.ResetBackoffThreshold)
+	set(&exp.JitterFactor, r.JitterFactor)
+	set(&exp.AttemptsBeforeReset, r.AttemptsBeforeReset)
+	if exp.MaxBackoff < exp.InitialBackoff {
+		return def, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "config %s=%v is below %s=%v: the max backoff must be at least the initial backoff",
+			jobconfig.KeyExpMaxBackoff, exp.MaxBackoff, jobconfig.KeyExpInitialBackoff, exp.InitialBackoff)
 	}
 
-	rate := RestartStrategy{Kind: RestartFailureRate, MaxFailuresPerInterval: DefaultMaxFailures, FailureRateInterval: DefaultFailureRateInterval, Delay: DefaultFailureRateDelay}
+	rate := RestartStrategy{Kind: RestartFailureRate, MaxFailuresPerInterval: jobconfig.DefaultMaxFailures,
+		FailureRateInterval: jobconfig.DefaultFailureRateInterval, Delay: jobconfig.DefaultFailureRateDelay}
 	if def.kind() == RestartFailureRate {
 		rate = def.withDefaults()
 	}
-	p.num(KeyFailureRateMaxFailures, 1, maxRestartAttempts, &rate.MaxFailuresPerInterval)
-	p.dur(KeyFailureRateInterval, time.Millisecond, maxRestartWindow, &rate.FailureRateInterval)
-	p.dur(KeyFailureRateDelay, 0, maxRestartDelay, &rate.Delay)
-	if p.err != nil {
-		return def, p.err
-	}
+	set(&rate.MaxFailuresPerInterval, r.MaxFailuresPerInterval)
+	set(&rate.FailureRateInterval, r.FailureRateInterval)
+	set(&rate.Delay, r.FailureRateDelay)
 
 	kind := def.kind()
-	if s, ok := conf[KeyRestartStrategy]; ok {
-		switch s {
-		case "none", "off", "disable":
-			kind = RestartNone
-		case "fixed-delay", "fixeddelay":
-			kind = RestartFixedDelay
-		case "exponential-delay", "exponentialdelay":
-			kind = RestartExponentialDelay
-		case "failure-rate", "failurerate":
-			kind = RestartFailureRate
-		default:
-			return def, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "config %s=%q: want %s", KeyRestartStrategy, s, restartKindsForErrorMessage)
-		}
+	if r.Strategy != "" {
+		kind = r.Strategy
 	}
 	switch kind {
 	case RestartExponentialDelay:
@@ -383,57 +337,19 @@ func ParseRestart(conf map[string]string, def RestartStrategy) (RestartStrategy,
 		}
 		return fixed, nil
 	}
-	if _, named := conf[KeyRestartStrategy]; named {
+	if r.Strategy != "" {
 		return RestartStrategy{}, nil
 	}
-	// def is none: the fixed-delay keys alone turn fixed-delay on, as before.
-	if _, ok := conf[KeyFixedDelayAttempts]; ok && fixed.Kind == RestartNone {
+	// def is none: the fixed-delay attempts alone turn fixed-delay on.
+	if r.Attempts != nil && fixed.Kind == RestartNone {
 		fixed.Kind = ""
 	}
 	return fixed, nil
 }
 
-// restartParser reads config values, keeping the first error.
-type restartParser struct {
-	conf map[string]string
-	err  error
-}
-
-func (p *restartParser) num(key string, lo, hi int, dst *int) {
-	s, ok := p.conf[key]
-	if !ok || p.err != nil {
-		return
+// set overwrites *dst with what the job's config set, if it set it.
+func set[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
 	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < lo || n > hi {
-		p.err = rpcerr.Errorf(rpcerr.ErrInvalidArgument, "config %s=%q: want a whole number from %d to %d", key, s, lo, hi)
-		return
-	}
-	*dst = n
-}
-
-func (p *restartParser) dur(key string, lo, hi time.Duration, dst *time.Duration) {
-	s, ok := p.conf[key]
-	if !ok || p.err != nil {
-		return
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < lo || d > hi {
-		p.err = rpcerr.Errorf(rpcerr.ErrInvalidArgument, "config %s=%q: want a duration from %v to %v, such as 500ms or 10s", key, s, lo, hi)
-		return
-	}
-	*dst = d
-}
-
-func (p *restartParser) float(key string, lo, hi float64, dst *float64) {
-	s, ok := p.conf[key]
-	if !ok || p.err != nil {
-		return
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || !(f >= lo && f <= hi) {
-		p.err = rpcerr.Errorf(rpcerr.ErrInvalidArgument, "config %s=%q: want a number from %v to %v", key, s, lo, hi)
-		return
-	}
-	*dst = f
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/control"
+	"github.com/sluicehq/sluice/internal/jobconfig"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 )
 
@@ -50,7 +51,7 @@ func TestRestarter(t *testing.T) {
 			{0, time.Second, true}, {time.Second, 2 * time.Second, true}, {2 * time.Second, 0, false},
 		}},
 		{"exponential defaults", RestartStrategy{Kind: RestartExponentialDelay}, nil, []step{
-			{0, DefaultInitialBackoff, true}, {time.Second, 2 * DefaultInitialBackoff, true},
+			{0, jobconfig.DefaultInitialBackoff, true}, {time.Second, 2 * jobconfig.DefaultInitialBackoff, true},
 		}},
 		{"exponential jitter", RestartStrategy{Kind: RestartExponentialDelay, InitialBackoff: 10 * time.Second, JitterFactor: 0.1}, func() float64 { return 0.75 }, []step{
 			{0, 10500 * time.Millisecond, true}, // 10s × (1 + 0.1 × (2×0.75 − 1))
@@ -90,7 +91,7 @@ func TestRestarterJitterStaysInBounds(t *testing.T) {
 	}
 }
 
-func TestParseRestartStrategies(t *testing.T) {
+func TestRestartFromConfigStrategies(t *testing.T) {
 	fixed := RestartStrategy{Attempts: 3, Delay: time.Second}
 	expDef := RestartStrategy{Kind: RestartExponentialDelay, InitialBackoff: time.Second, MaxBackoff: 5 * time.Minute, BackoffMultiplier: 2, ResetBackoffThreshold: time.Hour, JitterFactor: 0.1}
 	rateDef := RestartStrategy{Kind: RestartFailureRate, MaxFailuresPerInterval: 1, FailureRateInterval: time.Minute, Delay: time.Second}
@@ -129,6 +130,10 @@ func TestParseRestartStrategies(t *testing.T) {
 		{"bad initial backoff", map[string]string{"restart-strategy.exponential-delay.initial-backoff": "0s"}, fixed, fixed, `restart-strategy.exponential-delay.initial-backoff="0s": want a duration from 1ms to 24h0m0s`},
 		{"bad max backoff", map[string]string{"restart-strategy.exponential-delay.max-backoff": "forever"}, fixed, fixed, `max-backoff="forever"`},
 		{"max below initial", map[string]string{"restart-strategy.exponential-delay.initial-backoff": "1m", "restart-strategy.exponential-delay.max-backoff": "1s"}, fixed, fixed, "max-backoff=1s is below restart-strategy.exponential-delay.initial-backoff=1m0s"},
+		{"initial above the default max", map[string]string{"restart-strategy.exponential-delay.initial-backoff": "10m"}, fixed, fixed, "max-backoff=5m0s is below restart-strategy.exponential-delay.initial-backoff=10m0s"},
+		{"max below the default's initial", map[string]string{"restart-strategy.exponential-delay.max-backoff": "10s"},
+			RestartStrategy{Kind: RestartExponentialDelay, InitialBackoff: time.Minute}, RestartStrategy{Kind: RestartExponentialDelay, InitialBackoff: time.Minute},
+			"max-backoff=10s is below restart-strategy.exponential-delay.initial-backoff=1m0s"},
 		{"bad multiplier", map[string]string{"restart-strategy.exponential-delay.backoff-multiplier": "0.5"}, fixed, fixed, `backoff-multiplier="0.5": want a number from 1 to 100`},
 		{"NaN multiplier", map[string]string{"restart-strategy.exponential-delay.backoff-multiplier": "NaN"}, fixed, fixed, `backoff-multiplier="NaN"`},
 		{"bad threshold", map[string]string{"restart-strategy.exponential-delay.reset-backoff-threshold": "-1h"}, fixed, fixed, `reset-backoff-threshold="-1h"`},
@@ -140,7 +145,7 @@ func TestParseRestartStrategies(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseRestart(tt.conf, tt.def)
+			got, err := parseRestart(tt.conf, tt.def)
 			if tt.err != "" {
 				if !errors.Is(err, rpcerr.ErrInvalidArgument) || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("err %v, want %q", err, tt.err)
@@ -154,6 +159,31 @@ func TestParseRestartStrategies(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// parseRestart is what the Dispatcher does with a job's config: parse it
+// (a bad key is ErrInvalidArgument) and combine its restart part with the
+// JobManager's default.
+func parseRestart(conf map[string]string, def RestartStrategy) (RestartStrategy, error) {
+	c, err := jobconfig.Parse(conf)
+	if err != nil {
+		return def, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "%w", err)
+	}
+	return RestartFromConfig(c.Restart, def)
+}
+
+func TestRestartFromConfigLeavesTheDefault(t *testing.T) {
+	// Whatever the default, a config without restart keys keeps it.
+	for _, def := range []RestartStrategy{
+		{}, {Kind: RestartNone}, {Attempts: 3, Delay: time.Second},
+		{Kind: RestartExponentialDelay, InitialBackoff: time.Second, MaxBackoff: time.Minute, BackoffMultiplier: 3, ResetBackoffThreshold: time.Hour},
+		{Kind: RestartFailureRate, MaxFailuresPerInterval: 2, FailureRateInterval: time.Minute, Delay: time.Second},
+	} {
+		got, err := RestartFromConfig(jobconfig.Restart{}, def)
+		if err != nil || got != def.withDefaults() && got != def {
+			t.Errorf("default %+v: got %+v, %v", def, got, err)
+		}
 	}
 }
 

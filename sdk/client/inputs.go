@@ -26,11 +26,6 @@ const DefaultTenant = "default"
 // uploads local files named by it.
 const InputFlag = "--input"
 
-// ConfigInputs is the job config key that maps the paths a text source
-// names to the blob keys (or key prefixes) holding them, as a JSON object;
-// the Dispatcher resolves text-source paths through it.
-const ConfigInputs = jobconfig.KeyInputs
-
 // HasLocalInputs reports whether args name a local file, directory or glob
 // of files after --input.
 func HasLocalInputs(args []string) bool {
@@ -47,7 +42,7 @@ func HasLocalInputs(args []string) bool {
 // regular files) or a glob of files — to the blob store, and returns the
 // job's inputs map: P, exactly as written (the job's text source names it
 // so), to the blob key of the file or the key prefix (ending in "/") of the
-// files. Put it in the job config under ConfigInputs (see InputsConfig).
+// files. Put it in the job config with InputsConfig.
 // The job's arguments stay as the user wrote them.
 //
 // Uploads are content addressed (InputKey), so running a job again on the
@@ -101,8 +96,9 @@ func StageInputs(ctx context.Context, store blob.Store, tenant string, args []st
 	return inputs, nil
 }
 
-// InputsConfig returns config with the inputs map added under ConfigInputs
-// (config may be nil).
+// InputsConfig returns config with the inputs map added under the
+// "inputs" key (jobconfig.KeyInputs), as a JSON object the Dispatcher
+// resolves text-source paths through (config may be nil).
 func InputsConfig(config map[string]string, inputs map[string]string) map[string]string {
 	if len(inputs) == 0 {
 		return config
@@ -110,8 +106,7 @@ func InputsConfig(config map[string]string, inputs map[string]string) map[string
 	out := make(map[string]string, len(config)+1)
 	maps.Copy(out, config)
 	// ConfigStd sorts the keys, so the same inputs give the same config.
-	b, _ := sonic.ConfigStd.Marshal(inputs)
-	out[ConfigInputs] = string(b)
+	out[jobconfig.KeyInputs], _ = sonic.ConfigStd.MarshalToString(inputs)
 	return out
 }
 

@@ -2,13 +2,13 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/blob"
+	"github.com/sluicehq/sluice/internal/jobconfig"
 )
 
 func TestStageInputs(t *testing.T) {
@@ -71,9 +71,9 @@ func TestStageInputs(t *testing.T) {
 		}
 	}
 
-	conf := InputsConfig(map[string]string{"a": "b"}, inputs)
-	var back map[string]string
-	if err := json.Unmarshal([]byte(conf[ConfigInputs]), &back); err != nil || back[one] != k || conf["a"] != "b" {
+	// What the client sends is what the Dispatcher parses.
+	conf := InputsConfig(map[string]string{jobconfig.KeyClock: "wall"}, inputs)
+	if back, err := jobconfig.Parse(conf); err != nil || back.Inputs[one] != k || back.Clock != jobconfig.ClockWall {
 		t.Errorf("InputsConfig = %v", conf)
 	}
 	if !HasLocalInputs(args) || HasLocalInputs([]string{"--input", "tenants/default/x"}) {

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/control"
+	"github.com/sluicehq/sluice/internal/jobconfig"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/tm/exchange"
@@ -473,8 +474,7 @@ func (e *Executor) runTask(ctx context.Context, rt *runningTask, rep *reporter, 
 		Restore:        d.Restore,
 	}
 	limits := taskLimits(e.cfg.Limits, d.Limits)
-	// The job asked for the wall clock (the Dispatcher validated the value).
-	limits.GrantClock = d.Config[jobgraph.ConfigClock] == jobgraph.ClockWall
+	limits.GrantClock = d.Config.Clock == jobconfig.ClockWall
 	deps := task.Deps{
 		Runtime:     e.cfg.Runtime,
 		Modules:     e.modules,

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/common"
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/taskexecutor"
 	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/control"
+	"github.com/sluicehq/sluice/internal/jobconfig"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/internal/rpcserver"
@@ -83,7 +85,7 @@ func TestDeployTaskHandler(t *testing.T) {
 			Outputs:          []*taskexecutor.ChannelSpec{{Partitioner: 1, Targets: []string{"a:1", "b:2"}, ResultId: "r1"}},
 			AllocationId:     "alloc",
 			JobmasterAddress: "jm:1",
-			Config:           map[string]string{"k": "v"},
+			Config:           map[string]string{"sandbox.clock": "wall", "execution.checkpointing.interval": "1s"},
 			Restore: &taskexecutor.TaskRestore{CheckpointId: 7, States: []*common.StateHandle{
 				{Key: "tenants/default/jobs/j/checkpoints/00000000000000000007/task-1_2-0.state", Size: 10, KeyGroupStart: 0, KeyGroupEnd: 63},
 			}},
@@ -98,7 +100,7 @@ func TestDeployTaskHandler(t *testing.T) {
 	if d.Fencing != (control.FencingToken{LeaderSession: "s", JobID: "j", Attempt: 2}) || d.ExecutionID != "j.t0" ||
 		len(d.Chain) != 2 || d.Chain[1].Kind != jobgraph.KindFlatMap || d.Subtask != 1 || d.Parallelism != 2 ||
 		len(d.Inputs) != 1 || d.Inputs[0].Producers != 2 || len(d.Outputs) != 1 || d.Outputs[0].Partitioner != jobgraph.Hash ||
-		len(d.Outputs[0].Targets) != 2 || d.AllocationID != "alloc" || d.JobMasterAddress != "jm:1" || d.Config["k"] != "v" ||
+		len(d.Outputs[0].Targets) != 2 || d.AllocationID != "alloc" || d.JobMasterAddress != "jm:1" || d.Config.Clock != jobconfig.ClockWall || d.Config.Checkpoints.Interval != time.Second ||
 		d.Restore == nil || d.Restore.CheckpointID != 7 || len(d.Restore.States) != 1 || d.Restore.States[0].KeyGroupEnd != 63 {
 		t.Fatalf("deployment = %+v", d)
 	}
@@ -111,6 +113,7 @@ func TestDeployTaskHandler(t *testing.T) {
 		{"no fencing", func(r *taskexecutor.TaskDeployment) { r.Fencing = nil }, "no fencing token"},
 		{"missing vertex", func(r *taskexecutor.TaskDeployment) { r.Chain[1] = nil }, "chain vertex 2 of 2 is missing"},
 		{"unknown partitioner", func(r *taskexecutor.TaskDeployment) { r.Outputs[0].Partitioner = 9 }, "unknown partitioner 9"},
+		{"bad config", func(r *taskexecutor.TaskDeployment) { r.Config = map[string]string{"sandbox.clock": "sundial"} }, `sandbox.clock="sundial"`},
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {

@@ -61,7 +61,7 @@ type sinkPart struct {
 // sinkPath checks the file sink's path: relative, below the tenant's files,
 // usable in a blob key.
 func sinkPath(v jobgraph.Vertex) (string, error) {
-	raw := v.Config["path"]
+	raw := v.SinkPath()
 	p := strings.TrimSuffix(raw, "/")
 	bad := func(why string) error {
 		return fmt.Errorf("vertex %d (%s): file sink path %q %s; use a relative path such as \"results/wordcount\", which names a directory under the tenant's files", v.ID, v.Name, raw, why)

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/internal/abi"
 	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/control"
+	"github.com/sluicehq/sluice/internal/jobconfig"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/tm/exchange"
 	"github.com/sluicehq/sluice/wasmhost"
@@ -39,7 +40,8 @@ type Spec struct {
 	// Outputs receive the chain tail's records (each record goes to every
 	// output) when the tail is not a collect sink.
 	Outputs []control.OutputSpec
-	Config  map[string]string
+	// Config is the job's parsed config.
+	Config jobconfig.Config
 	// Attempt is the job attempt (the fencing token's) the task belongs to;
 	// it names the file sink's parts, so attempts never share one.
 	Attempt int64

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/checkpoint"
+	"github.com/sluicehq/sluice/internal/jobconfig"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/local"
@@ -88,7 +88,7 @@ func TestWordCountCSavepoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := func(p int, from string) client.JobSpec {
-		cfg := client.InputsConfig(map[string]string{checkpoint.KeyInterval: "20ms"}, inputs)
+		cfg := client.InputsConfig(map[string]string{jobconfig.KeyCheckpointInterval: "20ms"}, inputs)
 		return client.JobSpec{ModuleDigest: digest, Args: args, Parallelism: p, Config: cfg, FromSavepoint: from}
 	}
 	id, err := cl.SubmitJob(ctx, spec(2, ""))

@@ -57,6 +57,9 @@ func TestE2EExactlyOnceKillTaskManagers(t *testing.T) {
 	var recoveries []time.Duration
 	for kill := 1; kill <= 3; kill++ {
 		tms, _ := runningOn(localtest.WaitAllRunning(t, c, id, 2*time.Minute))
+		// Found before the wait below, so the kill follows the checkpoint
+		// listing at once.
+		victim := localtest.TaskManagerIndex(t, c, tms[len(tms)-1])
 		if kill == 2 {
 			// Between a trigger and its completion: a checkpoint triggered
 			// moments ago, while every barrier hook takes 250ms.
@@ -86,7 +89,6 @@ func TestE2EExactlyOnceKillTaskManagers(t *testing.T) {
 				return nil
 			})
 		}
-		victim := localtest.TaskManagerIndex(t, c, tms[len(tms)-1])
 		killed := time.Now()
 		c.KillTaskManager(victim)
 		c.StartTaskManager(2) // a replacement, as a supervisor would start
@@ -97,7 +99,14 @@ func TestE2EExactlyOnceKillTaskManagers(t *testing.T) {
 			return localtest.AllRunning(d)
 		})
 		recoveries = append(recoveries, time.Since(killed))
-		if kill == 2 {
+		if kill == 2 && checkpointStatus(c, id, inFlight) == "COMPLETED" {
+			// Its last acknowledgement beat the kill (a loaded machine can
+			// take longer than a barrier hook between the listing and the
+			// kill): completing it was right, but the abort went untested.
+			t.Logf("checkpoint %d completed before the kill took effect; this run did not exercise the abort", inFlight)
+			inFlight = 0
+		}
+		if kill == 2 && inFlight != 0 {
 			// The in-flight checkpoint was aborted and nothing of it stays.
 			dir := fmt.Sprintf("tenants/default/jobs/%s/checkpoints/%020d/", id, inFlight)
 			testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
@@ -127,9 +136,8 @@ func TestE2EExactlyOnceKillTaskManagers(t *testing.T) {
 		t.Errorf("%d sequence violations", v)
 	}
 	cps := c.Checkpoints(id)
-	i := slices.IndexFunc(cps, func(cp client.Checkpoint) bool { return cp.ID == inFlight })
-	if i < 0 || cps[i].Status != "ABORTED" {
-		t.Errorf("checkpoint %d, in flight at the second kill, is not ABORTED", inFlight)
+	if st := checkpointStatus(c, id, inFlight); inFlight != 0 && st != "ABORTED" {
+		t.Errorf("checkpoint %d, in flight at the second kill, is %q, not ABORTED", inFlight, st)
 	}
 	t.Logf("%d restarts, recoveries %v, checkpoints: %d", res.Restarts, recoveries, len(cps))
 
@@ -175,4 +183,15 @@ func TestE2EExactlyOnceKillTaskManagers(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// checkpointStatus is the status of checkpoint cp of job id, "" if the job
+// lists no such checkpoint.
+func checkpointStatus(c *proctest.Cluster, id string, cp int64) string {
+	for _, x := range c.Checkpoints(id) {
+		if x.ID == cp {
+			return x.Status
+		}
+	}
+	return ""
 }

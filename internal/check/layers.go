@@ -83,28 +83,46 @@ func standard(pkg string) bool {
 	return !strings.Contains(first, ".")
 }
 
-// violations checks every package of the module (pkg → its transitive
-// deps) against rules and returns one line per broken rule and package.
-func violations(module string, deps map[string][]string, rules []rule) []string {
+// graph is the module's packages as go list -deps sees them: each one's
+// direct imports and transitive deps (non-test code).
+type graph struct {
+	imports map[string][]string
+	deps    map[string][]string
+}
+
+// violations checks every package of the module against rules and returns
+// one line per broken rule and package, naming one package it must not
+// reach (one of the module's own first, as the likelier mistake) and the
+// direct import it comes through.
+func violations(module string, g graph, rules []rule) []string {
 	var bad []string
-	for _, pkg := range slices.Sorted(maps.Keys(deps)) {
+	for _, pkg := range slices.Sorted(maps.Keys(g.deps)) {
 		for _, r := range rules {
 			if !selects(module, r.from, pkg) {
 				continue
 			}
-			for _, d := range deps[pkg] {
-				var broken bool
-				if r.only {
-					broken = !standard(d) && !selects(module, r.to, d)
-				} else {
-					broken = selects(module, r.to, d)
+			var offenders []string
+			for _, d := range g.deps[pkg] {
+				if r.only && !standard(d) && !selects(module, r.to, d) || !r.only && selects(module, r.to, d) {
+					offenders = append(offenders, d)
 				}
-				if broken {
-					bad = append(bad, fmt.Sprintf("%s reaches %s, which layers.txt:%d forbids (%s); move the code to a layer that may import it",
-						strings.TrimPrefix(pkg, module+"/"), d, r.line, r.text))
+			}
+			if len(offenders) == 0 {
+				continue
+			}
+			d := offenders[0]
+			if i := slices.IndexFunc(offenders, func(o string) bool { return strings.HasPrefix(o, module+"/") }); i >= 0 {
+				d = offenders[i]
+			}
+			via := ""
+			for _, imp := range g.imports[pkg] {
+				if imp != d && slices.Contains(g.deps[imp], d) {
+					via = " through its import of " + strings.TrimPrefix(imp, module+"/")
 					break
 				}
 			}
+			bad = append(bad, fmt.Sprintf("%s reaches %s%s, which layers.txt:%d forbids (%s); move the code to a layer that may import it",
+				strings.TrimPrefix(pkg, module+"/"), d, via, r.line, r.text))
 		}
 	}
 	return bad
@@ -116,7 +134,7 @@ func layersCheck(ctx context.Context, root string) error {
 	if err != nil {
 		return err
 	}
-	out, err := runIn(ctx, root, nil, "go", "list", "-f", "{{.ImportPath}}{{range .Deps}} {{.}}{{end}}", "./...")
+	out, err := runIn(ctx, root, nil, "go", "list", "-f", "{{.ImportPath}}|{{join .Imports \" \"}}|{{join .Deps \" \"}}", "./...")
 	if err != nil {
 		return err
 	}
@@ -124,12 +142,15 @@ func layersCheck(ctx context.Context, root string) error {
 	if err != nil {
 		return err
 	}
-	deps := map[string][]string{}
+	g := graph{imports: map[string][]string{}, deps: map[string][]string{}}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		f := strings.Fields(line)
-		deps[f[0]] = f[1:]
+		f := strings.Split(line, "|")
+		if len(f) != 3 {
+			return fmt.Errorf("go list printed %q, want package|imports|deps", line)
+		}
+		g.imports[f[0]], g.deps[f[0]] = strings.Fields(f[1]), strings.Fields(f[2])
 	}
-	if bad := violations(strings.TrimSpace(string(module)), deps, rules); len(bad) > 0 {
+	if bad := violations(strings.TrimSpace(string(module)), g, rules); len(bad) > 0 {
 		return fmt.Errorf("%d import(s) break the layer rules:\n%s", len(bad), strings.Join(bad, "\n"))
 	}
 	return nil

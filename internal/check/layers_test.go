@@ -28,6 +28,25 @@ func TestParseRulesErrors(t *testing.T) {
 	}
 }
 
+// A violation names the direct import it comes through.
+func TestViolationNamesTheImport(t *testing.T) {
+	rules, err := parseRules("jm/...  must-not-reach  idl/...")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := graph{
+		imports: map[string][]string{mod + "/jm/jobmaster": {"context", mod + "/internal/wire"}},
+		deps: map[string][]string{
+			mod + "/jm/jobmaster":  {"context", mod + "/internal/wire", mod + "/idl/gen"},
+			mod + "/internal/wire": {mod + "/idl/gen"},
+		},
+	}
+	got := violations(mod, g, rules)
+	if len(got) != 1 || !strings.Contains(got[0], "jm/jobmaster reaches "+mod+"/idl/gen through its import of internal/wire, which layers.txt:1 forbids") {
+		t.Fatalf("violations = %q", got)
+	}
+}
+
 func TestViolations(t *testing.T) {
 	rules, err := parseRules(`
 jm/... !jm/rpc  must-not-reach  idl/kitex_gen/... github.com/cloudwego/... !github.com/cloudwego/base64x/...
@@ -59,13 +78,16 @@ sdk/guest  reaches-only  internal/abi
 		{"guest reaches a module outside its list", map[string][]string{
 			mod + "/sdk/guest": {"fmt", mod + "/internal/abi", "github.com/bytedance/sonic"},
 		}, []string{"sdk/guest reaches github.com/bytedance/sonic"}},
+		{"the module's own package is named before what it brings", map[string][]string{
+			mod + "/jm/jobmaster": {"github.com/cloudwego/gopkg/bufiox", mod + "/idl/kitex_gen/sluice/common"},
+		}, []string{"jm/jobmaster reaches " + mod + "/idl/kitex_gen/sluice/common,"}},
 		{"a prefix is not a parent", map[string][]string{
 			mod + "/jmx": {mod + "/idl/kitex_gen/x"},
 		}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := violations(mod, tt.deps, rules)
+			got := violations(mod, graph{deps: tt.deps}, rules)
 			if len(got) != len(tt.want) {
 				t.Fatalf("violations = %q, want %d", got, len(tt.want))
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"runtime"
 	"strings"
@@ -293,8 +294,12 @@ func TestManyInstancesConcurrentlyLeakNothing(t *testing.T) {
 		t.Errorf("heap grew by %d MiB after 200 closed instances", (after-before)>>20)
 	}
 	// Goroutines wazero starts per call end shortly after the call.
-	testutil.Eventually(t, 5*time.Second, func() bool { return runtime.NumGoroutine() <= goroutines+2 },
-		"goroutines stay above the %d there were before", goroutines)
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		if n := runtime.NumGoroutine(); n > goroutines+2 {
+			return fmt.Errorf("%d goroutines, want at most 2 above the %d there were before", n, goroutines)
+		}
+		return nil
+	})
 }
 
 func heapInUse() uint64 {
@@ -318,7 +323,12 @@ func TestInfiniteLoopDuringGCStopsAtDeadline(t *testing.T) {
 	before := in.stats.hostCalls.Load()
 	done := make(chan error, 1)
 	go func() { done <- in.Process(context.Background(), textRecords("x")) }()
-	testutil.Eventually(t, 5*time.Second, func() bool { return in.stats.hostCalls.Load() > before }, "the guest never called now_ms")
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		if n := in.stats.hostCalls.Load(); n <= before {
+			return fmt.Errorf("%d host calls, the %d before the guest ran: it has not called now_ms yet", n, before)
+		}
+		return nil
+	})
 	runtime.GC()
 	requireGuestError(t, <-done, ErrDeadline)
 	stillHealthy(t)

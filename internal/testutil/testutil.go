@@ -4,8 +4,6 @@
 package testutil
 
 import (
-	"errors"
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -28,25 +26,6 @@ func CheckFor(t testing.TB, total, every time.Duration, f func() error) {
 		}
 		time.Sleep(every)
 	}
-}
-
-// Eventually polls cond until it returns true and fails the test, with the
-// message msgAndArgs formats, if that has not happened within timeout.
-//
-// Deprecated: use CheckFor, whose condition says why it is not met yet.
-// Eventually goes once its remaining callers are converted.
-func Eventually(t testing.TB, timeout time.Duration, cond func() bool, msgAndArgs ...any) {
-	t.Helper()
-	msg := "condition not met"
-	if len(msgAndArgs) > 0 {
-		msg = fmt.Sprintf(msgAndArgs[0].(string), msgAndArgs[1:]...)
-	}
-	CheckFor(t, timeout, 5*time.Millisecond, func() error {
-		if cond() {
-			return nil
-		}
-		return errors.New(msg)
-	})
 }
 
 // S3 describes the MinIO server the test command started.

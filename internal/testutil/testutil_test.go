@@ -62,15 +62,3 @@ func TestCheckForReturnsOnceMet(t *testing.T) {
 		t.Fatalf("msg %q after %d calls; want none after 3", msg, n)
 	}
 }
-
-func TestEventuallyAdapter(t *testing.T) {
-	msg := run(func(tb testing.TB) {
-		Eventually(tb, 10*time.Millisecond, func() bool { return false }, "never %s", "true")
-	})
-	if !strings.Contains(msg, "never true") {
-		t.Fatalf("message %q lacks the caller's message", msg)
-	}
-	if msg := run(func(tb testing.TB) { Eventually(tb, time.Second, func() bool { return true }) }); msg != "" {
-		t.Fatalf("a met condition failed: %q", msg)
-	}
-}

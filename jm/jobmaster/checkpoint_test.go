@@ -271,6 +271,15 @@ func cpDir(id int64) string {
 	return d
 }
 
+// cpDirGone says whether the (what: aborted, expired...) checkpoint id's
+// directory was deleted.
+func cpDirGone(t *testing.T, st *recStore, id int64, what string) error {
+	if left := st.keys(t, cpDir(id)); len(left) != 0 {
+		return fmt.Errorf("%s checkpoint %d's directory still holds %v, want it deleted", what, id, left)
+	}
+	return nil
+}
+
 // startCP starts a job whose tasks take checkpoints into a fresh store.
 func startCP(t *testing.T, g *jobgraph.Graph, cc checkpoint.Config, mod func(*Config, *fakeGateway)) (*harness, *recStore) {
 	t.Helper()
@@ -296,34 +305,52 @@ func periodic(interval time.Duration) checkpoint.Config {
 func (h *harness) checkpoint(t *testing.T, id int64, status string) checkpoint.Stats {
 	t.Helper()
 	var got checkpoint.Stats
-	testutil.Eventually(t, 10*time.Second, func() bool {
-		for _, s := range h.jm.Checkpoints() {
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		stats := h.jm.Checkpoints()
+		for _, s := range stats {
 			if s.ID == id && s.Status == status {
 				got = s
-				return true
+				return nil
 			}
 		}
-		return false
-	}, "checkpoint %d never %s: %+v", id, status, h.jm.Checkpoints())
+		return fmt.Errorf("checkpoint %d not %s yet: %+v", id, status, stats)
+	})
 	return got
 }
 
 func (h *harness) allRunning(t *testing.T) {
 	t.Helper()
-	testutil.Eventually(t, 10*time.Second, func() bool {
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
 		d := h.jm.Details()
 		if d.State != Running {
-			return false
+			return fmt.Errorf("job is %s, want RUNNING", d.State)
 		}
 		for _, v := range d.Vertices {
 			for _, s := range v.Subtasks {
 				if s.State != ExecRunning {
-					return false
+					return fmt.Errorf("%q subtask %d is %s, want every task RUNNING", v.Name, s.Index, s.State)
 				}
 			}
 		}
-		return true
-	}, "tasks never all RUNNING")
+		return nil
+	})
+}
+
+// deployed says whether want tasks of the given attempt were deployed.
+func deployed(h *harness, attempt int64, want int) error {
+	if n := len(h.deploysOf(attempt)); n != want {
+		return fmt.Errorf("%d tasks of attempt %d deployed, want %d", n, attempt, want)
+	}
+	return nil
+}
+
+// toldAborted says whether a task was told that checkpoint id was aborted.
+func toldAborted(h *harness, id int64) error {
+	_, ns := h.gw.cpCalls()
+	if !slices.ContainsFunc(ns, func(c notifyCall) bool { return c.id == id && !c.completed }) {
+		return fmt.Errorf("no task told that checkpoint %d was aborted (notifications %+v)", id, ns)
+	}
+	return nil
 }
 
 func (h *harness) deploysOf(attempt int64) []control.Deployment {
@@ -365,9 +392,12 @@ func TestPeriodicCheckpointsCompleteWithMetadataLastAndRetention(t *testing.T) {
 
 	h.checkpoint(t, 4, checkpoint.StatusCompleted)
 	// Retention: checkpoints 1 and 2 are deleted once 3 and 4 completed.
-	testutil.Eventually(t, 10*time.Second, func() bool {
-		return len(st.keys(t, cpDir(1))) == 0 && len(st.keys(t, cpDir(2))) == 0
-	}, "subsumed checkpoints not deleted")
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if left := append(st.keys(t, cpDir(1)), st.keys(t, cpDir(2))...); len(left) != 0 {
+			return fmt.Errorf("subsumed checkpoints 1 and 2 still hold %v, want them deleted", left)
+		}
+		return nil
+	})
 
 	stats := h.jm.Checkpoints()
 	for i := 1; i < len(stats); i++ {
@@ -399,7 +429,7 @@ func TestPeriodicCheckpointsCompleteWithMetadataLastAndRetention(t *testing.T) {
 		}
 	}
 	// Every task was told that checkpoint 4 completed.
-	testutil.Eventually(t, 5*time.Second, func() bool {
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
 		_, ns := h.gw.cpCalls()
 		n := 0
 		for _, c := range ns {
@@ -407,8 +437,11 @@ func TestPeriodicCheckpointsCompleteWithMetadataLastAndRetention(t *testing.T) {
 				n++
 			}
 		}
-		return n == 4
-	}, "tasks not notified")
+		if n != 4 {
+			return fmt.Errorf("%d of 4 tasks told checkpoint 4 completed", n)
+		}
+		return nil
+	})
 	// Triggers only reach the source tasks, with the job's fencing.
 	trs, _ := h.gw.cpCalls()
 	for _, c := range trs {
@@ -421,7 +454,12 @@ func TestPeriodicCheckpointsCompleteWithMetadataLastAndRetention(t *testing.T) {
 	// Canceled: the job's checkpoints are deleted, 5's state too (once
 	// stored: a later upload would be a zombie's, which only a restart
 	// sweeps).
-	testutil.Eventually(t, 10*time.Second, func() bool { return snapshots5.Load() == 4 }, "checkpoint 5 not snapshotted")
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if n := snapshots5.Load(); n != 4 {
+			return fmt.Errorf("%d tasks stored their state of checkpoint 5, want 4", n)
+		}
+		return nil
+	})
 	h.jm.Cancel(context.Background())
 	h.wait(t, Canceled)
 	h.jm.Close()
@@ -444,11 +482,8 @@ func TestDeclinedCheckpointAborts(t *testing.T) {
 	if !strings.Contains(s.Reason, `task "count -> out" subtask 2/2 declined: blob store down`) {
 		t.Fatalf("reason %q", s.Reason)
 	}
-	testutil.Eventually(t, 5*time.Second, func() bool { return len(st.keys(t, cpDir(1))) == 0 }, "aborted checkpoint's directory not deleted")
-	testutil.Eventually(t, 5*time.Second, func() bool {
-		_, ns := h.gw.cpCalls()
-		return slices.ContainsFunc(ns, func(c notifyCall) bool { return c.id == 1 && !c.completed })
-	}, "tasks not told of the abort")
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error { return cpDirGone(t, st, 1, "aborted") })
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error { return toldAborted(h, 1) })
 	// Failures are tolerated (no limit): the next checkpoint completes.
 	h.checkpoint(t, 2, checkpoint.StatusCompleted)
 	if d := h.jm.Details(); d.State != Running {
@@ -468,11 +503,15 @@ func TestCheckpointExpires(t *testing.T) {
 	if want := `checkpoint 1 expired after 1s before all tasks acknowledged (missing: "count -> out" 2/2)`; s.Reason != want {
 		t.Fatalf("reason %q\nwant   %q", s.Reason, want)
 	}
-	testutil.Eventually(t, 5*time.Second, func() bool { return len(st.keys(t, cpDir(1))) == 0 }, "expired checkpoint's directory not deleted")
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error { return cpDirGone(t, st, 1, "expired") })
 	// A later one completes (on a loaded machine not necessarily 2).
-	testutil.Eventually(t, 10*time.Second, func() bool {
-		return slices.ContainsFunc(h.jm.Checkpoints(), func(s checkpoint.Stats) bool { return s.ID > 1 && s.Status == checkpoint.StatusCompleted })
-	}, "no checkpoint completed after the expired one: %+v", h.jm.Checkpoints())
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		stats := h.jm.Checkpoints()
+		if !slices.ContainsFunc(stats, func(s checkpoint.Stats) bool { return s.ID > 1 && s.Status == checkpoint.StatusCompleted }) {
+			return fmt.Errorf("no checkpoint completed after the expired one: %+v", stats)
+		}
+		return nil
+	})
 }
 
 func TestTriggerFailureAbortsAndToleranceFailsTheJob(t *testing.T) {
@@ -533,7 +572,7 @@ func TestRestartRestoresLatestCheckpointAndResumesSplits(t *testing.T) {
 
 	first := h.deploysOf(0)
 	h.gw.report(first[len(first)-1], ExecFailed, "boom", nil, nil)
-	testutil.Eventually(t, 10*time.Second, func() bool { return len(h.deploysOf(1)) == 4 }, "no restart")
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error { return deployed(h, 1, 4) })
 
 	if st.exists(cpDir(99)+"task-4_5-0.state") || st.exists(job+"pending/5-0-a0-1") {
 		t.Fatal("leftovers not swept before the restart")
@@ -604,7 +643,7 @@ func TestStartFromSavepointAtAnotherParallelism(t *testing.T) {
 		c.Blob, c.Restore = st, meta
 		c.Splits = map[int][]checkpoint.Split{1: {{Key: "in/a", Offset: 0, Length: 100}}}
 	})
-	testutil.Eventually(t, 10*time.Second, func() bool { return len(h.deploysOf(0)) == 4 }, "not deployed")
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error { return deployed(h, 0, 4) })
 	want := map[string][]checkpoint.StateHandle{
 		"1/0": {hs},
 		"4/0": {h0},     // key groups 0..42
@@ -742,7 +781,12 @@ func TestFinalCommitRetriesThenCancelFails(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	testutil.Eventually(t, 10*time.Second, func() bool { return st.fails.Load() >= 2 }, "commit not retried")
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if n := st.fails.Load(); n < 2 {
+			return fmt.Errorf("%d store calls failed, want at least 2 (the commit retried)", n)
+		}
+		return nil
+	})
 	if s := h.jm.Details().State; s != Running {
 		t.Fatalf("state %s while the final commit cannot finish", s)
 	}
@@ -761,12 +805,17 @@ func TestRestorePreparationRetriesWhileStoreIsDown(t *testing.T) {
 	h := start(t, wordcount(1, 1), func(c *Config, g *fakeGateway, _ *fakePool) { c.Blob, c.Restore = st, meta })
 	// One try fails twice (the sweep's delete and list); a third failure
 	// is the retry, 200ms later, long after the loop published RUNNING.
-	testutil.Eventually(t, 10*time.Second, func() bool { return st.fails.Load() >= 3 }, "restore preparation not retried")
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if n := st.fails.Load(); n < 3 {
+			return fmt.Errorf("%d store calls failed, want at least 3 (the restore preparation retried)", n)
+		}
+		return nil
+	})
 	if d, _, _ := h.gw.snapshot(); len(d) != 0 || h.jm.Details().State != Running {
 		t.Fatalf("deployed while the store is down: %d, %s", len(d), h.jm.Details().State)
 	}
 	st.down.Store(false)
-	testutil.Eventually(t, 10*time.Second, func() bool { return len(h.deploysOf(0)) == 2 }, "not deployed once the store is back")
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error { return deployed(h, 0, 2) })
 	for _, d := range h.deploysOf(0) {
 		if d.Restore == nil || d.Restore.CheckpointID != 3 || len(d.Restore.States) != 0 {
 			t.Fatalf("restore %+v", d.Restore)
@@ -864,10 +913,7 @@ func TestSavepointAbortsAndStoppingJobKeepsRunning(t *testing.T) {
 	if s := h.jm.Details().State; s != Running {
 		t.Fatalf("state %s after an aborted stop-with-savepoint", s)
 	}
-	testutil.Eventually(t, 5*time.Second, func() bool {
-		_, ns := h.gw.cpCalls()
-		return slices.ContainsFunc(ns, func(c notifyCall) bool { return c.id == 1 && !c.completed })
-	}, "tasks not told to resume")
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error { return toldAborted(h, 1) })
 	// The next one works.
 	if _, err := h.jm.TriggerSavepoint(context.Background(), false); err != nil {
 		t.Fatal(err)
@@ -891,7 +937,12 @@ func TestSavepointNeedsARunningJobAndAStore(t *testing.T) {
 			return nil
 		}
 	})
-	testutil.Eventually(t, 5*time.Second, func() bool { d, _, _ := h2.gw.snapshot(); return len(d) == 2 })
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		if d, _, _ := h2.gw.snapshot(); len(d) != 2 {
+			return fmt.Errorf("%d tasks deployed, want 2", len(d))
+		}
+		return nil
+	})
 	_, err := h2.jm.TriggerSavepoint(context.Background(), false)
 	close(release)
 	if !errors.Is(err, rpcerr.ErrFailedPrecondition) || !strings.Contains(err.Error(), "until every task is RUNNING") {
@@ -926,7 +977,7 @@ func TestCheckpointReportsAreFencedAndLateAcksCleanedUp(t *testing.T) {
 	if _, err := h.jm.TriggerSavepoint(context.Background(), false); err == nil {
 		t.Fatal("declined savepoint succeeded")
 	}
-	testutil.Eventually(t, 5*time.Second, func() bool { return len(st.keys(t, cpDir(1))) == 0 }, "not deleted")
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error { return cpDirGone(t, st, 1, "declined") })
 	d := h.deploysOf(0)[1]
 	ctx := context.Background()
 	key := cpDir(1) + checkpoint.StateObject(chainIDs(d), 0)
@@ -952,13 +1003,20 @@ func TestCheckpointReportsAreFencedAndLateAcksCleanedUp(t *testing.T) {
 	if err := h.jm.AcknowledgeCheckpoint(ctx, d.Fencing, ack); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, 5*time.Second, func() bool { return !st.exists(key) }, "late ack's state not deleted")
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		if st.exists(key) {
+			return fmt.Errorf("late ack's state %s still stored, want it deleted", key)
+		}
+		return nil
+	})
 
 	// An ack naming state outside its checkpoint is refused and aborts it.
 	go h.jm.TriggerSavepoint(ctx, false)
-	testutil.Eventually(t, 5*time.Second, func() bool {
-		trs, _ := h.gw.cpCalls()
-		return len(trs) == 2
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		if trs, _ := h.gw.cpCalls(); len(trs) != 2 {
+			return fmt.Errorf("%d checkpoint triggers sent, want 2", len(trs))
+		}
+		return nil
 	})
 	src := h.deploysOf(0)[1]
 	outside := checkpoint.Ack{ExecutionID: src.ExecutionID, CheckpointID: 2, State: &checkpoint.StateHandle{Key: "tenants/default/modules/x"}}
@@ -1033,7 +1091,12 @@ func TestMaxConcurrentCheckpoints(t *testing.T) {
 		}
 		return checkpoint.Stats{}, false
 	}
-	testutil.Eventually(t, 10*time.Second, func() bool { _, ok := byID(3); return ok }, "no third checkpoint: %+v", h.jm.Checkpoints())
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if _, ok := byID(3); !ok {
+			return fmt.Errorf("no third checkpoint yet: %+v", h.jm.Checkpoints())
+		}
+		return nil
+	})
 	s1, _ := byID(1)
 	s3, _ := byID(3)
 	if s1.Status != checkpoint.StatusAborted || !strings.Contains(s1.Reason, "expired") || s3.Triggered.Sub(s1.Triggered) < cc.Timeout {

@@ -216,6 +216,22 @@ func start(t *testing.T, g *jobgraph.Graph, mod func(*Config, *fakeGateway, *fak
 	return h
 }
 
+// slotsReleased says whether the job gave back every slot it held.
+func slotsReleased(h *harness) error {
+	if n := h.pool.held(); n != 0 {
+		return fmt.Errorf("%d slots still held, want none", n)
+	}
+	return nil
+}
+
+// deployments says whether the job made want deployments so far.
+func deployments(h *harness, want int) error {
+	if d, _, _ := h.gw.snapshot(); len(d) != want {
+		return fmt.Errorf("%d deployments, want %d", len(d), want)
+	}
+	return nil
+}
+
 func (h *harness) wait(t *testing.T, want JobState) Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -303,7 +319,7 @@ func TestDeploysChainsAndChannelsThenFinishes(t *testing.T) {
 	if r.End.IsZero() || r.StateTimes[Running].IsZero() || r.StateTimes[Finished].IsZero() {
 		t.Fatalf("times: %+v", r.StateTimes)
 	}
-	testutil.Eventually(t, 5*time.Second, func() bool { return h.pool.held() == 0 }, "slots still held")
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error { return slotsReleased(h) })
 	_, _, frees = h.gw.snapshot()
 	if len(frees) != 3 {
 		t.Fatalf("freed %v", frees)
@@ -312,15 +328,15 @@ func TestDeploysChainsAndChannelsThenFinishes(t *testing.T) {
 
 func TestCancelCancelsEveryTaskAndFreesEverySlot(t *testing.T) {
 	h := start(t, wordcount(2, 2), nil)
-	testutil.Eventually(t, 5*time.Second, func() bool {
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
 		for _, v := range h.jm.Details().Vertices {
 			for _, s := range v.Subtasks {
 				if s.State != ExecRunning {
-					return false
+					return fmt.Errorf("%q subtask %d is %s, want every task RUNNING", v.Name, s.Index, s.State)
 				}
 			}
 		}
-		return true
+		return nil
 	})
 	if err := h.jm.Cancel(context.Background()); err != nil {
 		t.Fatal(err)
@@ -330,7 +346,7 @@ func TestCancelCancelsEveryTaskAndFreesEverySlot(t *testing.T) {
 	if len(cancels) != len(deps) || len(deps) != 4 {
 		t.Fatalf("canceled %v of %d deployments", cancels, len(deps))
 	}
-	testutil.Eventually(t, 5*time.Second, func() bool { return h.pool.held() == 0 }, "slots still held")
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error { return slotsReleased(h) })
 	_, _, frees := h.gw.snapshot()
 	if len(frees) != 2 {
 		t.Fatalf("freed %v", frees)
@@ -349,10 +365,10 @@ func TestCancelTimesOutWhenTasksDoNotConfirm(t *testing.T) {
 		g.ignoreCxl = true
 		c.CancelTimeout = 50 * time.Millisecond
 	})
-	testutil.Eventually(t, 5*time.Second, func() bool { d, _, _ := h.gw.snapshot(); return len(d) == 2 })
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error { return deployments(h, 2) })
 	h.jm.Cancel(context.Background())
 	h.wait(t, Canceled)
-	testutil.Eventually(t, 5*time.Second, func() bool { return h.pool.held() == 0 }, "slots still held")
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error { return slotsReleased(h) })
 }
 
 func TestRestartsWithFixedDelayThenFails(t *testing.T) {
@@ -401,7 +417,7 @@ func TestRestartsWithFixedDelayThenFails(t *testing.T) {
 	if err == nil {
 		t.Fatal("stale report accepted")
 	}
-	testutil.Eventually(t, 5*time.Second, func() bool { return h.pool.held() == 0 }, "slots still held")
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error { return slotsReleased(h) })
 }
 
 func TestRestartThenFinishKeepsOnlyTheLastAttempt(t *testing.T) {
@@ -433,7 +449,7 @@ func TestRestartThenFinishKeepsOnlyTheLastAttempt(t *testing.T) {
 
 func TestStaleFencingAndUnknownExecution(t *testing.T) {
 	h := start(t, wordcount(1, 1), nil)
-	testutil.Eventually(t, 5*time.Second, func() bool { d, _, _ := h.gw.snapshot(); return len(d) == 2 })
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error { return deployments(h, 2) })
 	deps, _, _ := h.gw.snapshot()
 	ctx := context.Background()
 	for _, f := range []control.FencingToken{{LeaderSession: "s1", JobID: "j1", Attempt: 7}, {LeaderSession: "other-session", JobID: "j1", Attempt: 0}, {LeaderSession: "s1", JobID: "j2", Attempt: 0}} {
@@ -459,7 +475,7 @@ func TestTaskManagerLossTriggersRestart(t *testing.T) {
 	h := start(t, wordcount(2, 2), func(c *Config, g *fakeGateway, _ *fakePool) {
 		c.Restart = RestartStrategy{Attempts: 1}
 	})
-	testutil.Eventually(t, 5*time.Second, func() bool { d, _, _ := h.gw.snapshot(); return len(d) == 4 })
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error { return deployments(h, 4) })
 	deps, _, _ := h.gw.snapshot()
 	var lost []string
 	for _, d := range deps {
@@ -468,7 +484,7 @@ func TestTaskManagerLossTriggersRestart(t *testing.T) {
 		}
 	}
 	h.jm.TaskManagerLost(resourcemanager.Lost{ResourceID: "tm1", JobID: "j1", Allocations: lost, Reason: "heartbeat timeout"})
-	testutil.Eventually(t, 5*time.Second, func() bool { d, _, _ := h.gw.snapshot(); return len(d) == 8 })
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error { return deployments(h, 8) })
 	d := h.jm.Details()
 	if d.Restarts != 1 || !strings.Contains(d.Failure, "task manager tm1 lost (heartbeat timeout)") {
 		t.Fatalf("details: restarts %d failure %q", d.Restarts, d.Failure)
@@ -487,7 +503,7 @@ func TestTaskManagerLossTriggersRestart(t *testing.T) {
 	h.pool.ReleaseSlots(lost...)
 	h.jm.Cancel(context.Background())
 	h.wait(t, Canceled)
-	testutil.Eventually(t, 5*time.Second, func() bool { return h.pool.held() == 0 }, "slots still held")
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error { return slotsReleased(h) })
 }
 
 func TestDeployFailureRestartsThenFails(t *testing.T) {
@@ -504,7 +520,7 @@ func TestDeployFailureRestartsThenFails(t *testing.T) {
 	if !strings.Contains(r.Failure, "deploy to task manager tm0 (rpc-tm0): no free slot") || r.Restarts != 1 {
 		t.Fatalf("failure %q restarts %d", r.Failure, r.Restarts)
 	}
-	testutil.Eventually(t, 5*time.Second, func() bool { return h.pool.held() == 0 }, "slots still held")
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error { return slotsReleased(h) })
 	h.pool.mu.Lock()
 	defer h.pool.mu.Unlock()
 	if h.pool.unreachable != nil {
@@ -554,7 +570,7 @@ func TestSplitsInOrderAndResetOnRestart(t *testing.T) {
 		c.Splits = map[int][]checkpoint.Split{1: splits}
 		c.Restart = RestartStrategy{Attempts: 1}
 	})
-	testutil.Eventually(t, 5*time.Second, func() bool { d, _, _ := h.gw.snapshot(); return len(d) == 3 })
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error { return deployments(h, 3) })
 	deps, _, _ := h.gw.snapshot()
 	src0, src1 := deps[1], deps[2]
 	ctx := context.Background()
@@ -586,7 +602,7 @@ func TestSplitsInOrderAndResetOnRestart(t *testing.T) {
 
 	// Fail the job: the next attempt starts from the first split again.
 	h.gw.report(src0, ExecFailed, "boom", nil, nil)
-	testutil.Eventually(t, 5*time.Second, func() bool { d, _, _ := h.gw.snapshot(); return len(d) == 6 })
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error { return deployments(h, 6) })
 	deps, _, _ = h.gw.snapshot()
 	if _, _, err := ask(src0); !errors.Is(err, rpcerr.ErrStaleFencingToken) {
 		t.Fatalf("split for a stale attempt: %v", err)
@@ -599,7 +615,7 @@ func TestSplitsInOrderAndResetOnRestart(t *testing.T) {
 
 func TestCloseSuspendsAndFreesSlots(t *testing.T) {
 	h := start(t, wordcount(1, 1), nil)
-	testutil.Eventually(t, 5*time.Second, func() bool { d, _, _ := h.gw.snapshot(); return len(d) == 2 })
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error { return deployments(h, 2) })
 	h.jm.Close()
 	if s := h.jm.Details().State; s != Suspended {
 		t.Fatalf("state %s", s)
@@ -614,7 +630,12 @@ func TestCancelWhileRestarting(t *testing.T) {
 		c.Restart = RestartStrategy{Attempts: 1, Delay: time.Hour}
 		g.onRunning = func(d control.Deployment) { g.report(d, ExecFailed, "boom", nil, nil) }
 	})
-	testutil.Eventually(t, 5*time.Second, func() bool { return h.jm.Details().State == Restarting })
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		if st := h.jm.Details().State; st != Restarting {
+			return fmt.Errorf("job is %s, want RESTARTING", st)
+		}
+		return nil
+	})
 	h.jm.Cancel(context.Background())
 	h.wait(t, Canceled)
 }

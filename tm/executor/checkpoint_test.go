@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -59,6 +60,22 @@ func (f *fakeJMs) hasState(exec, state string) bool {
 	return slices.Contains(f.states(exec), state)
 }
 
+// splitRequests says whether the tasks asked for want splits so far.
+func (f *fakeJMs) splitRequests(want int32) error {
+	if n := f.nextCalls.Load(); n != want {
+		return fmt.Errorf("%d split requests, want %d", n, want)
+	}
+	return nil
+}
+
+// logged says whether the JobMaster saw event ev.
+func (f *fakeJMs) logged(ev string) error {
+	if evs := f.eventLog(); !slices.Contains(evs, ev) {
+		return fmt.Errorf("no %q among the events %q", ev, evs)
+	}
+	return nil
+}
+
 // Triggers and notifications reach the right task, fenced like CancelTask;
 // the answers go to the JobMaster in order with the task's state updates:
 // FINISHED never overtakes an answer.
@@ -79,9 +96,14 @@ func TestCheckpointRouting(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	testutil.Eventually(t, 10*time.Second, func() bool {
-		return jms.hasState("src", StateRunning) && jms.hasState("sink", StateRunning)
-	}, "tasks never ran")
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		for _, ex := range []string{"src", "sink"} {
+			if !jms.hasState(ex, StateRunning) {
+				return fmt.Errorf("task %s reported %v, want RUNNING among them", ex, jms.states(ex))
+			}
+		}
+		return nil
+	})
 
 	tok := src.Fencing
 	old := tok
@@ -108,11 +130,11 @@ func TestCheckpointRouting(t *testing.T) {
 
 	// Trigger 1 reaches the source while it waits for a split: it takes it
 	// there, before any split.
-	testutil.Eventually(t, 10*time.Second, func() bool { return jms.nextCalls.Load() == 1 }, "no split requested")
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error { return jms.splitRequests(1) })
 	if err := e.TriggerCheckpoint(ctx, tok, "src", checkpoint.Trigger{ID: 1, TimestampMs: 1}); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, 10*time.Second, func() bool { return slices.Contains(jms.eventLog(), "src ack 1") }, "no ack of checkpoint 1")
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error { return jms.logged("src ack 1") })
 	jms.mu.Lock()
 	a := jms.acks[0]
 	f := jms.fencing[0]
@@ -128,11 +150,11 @@ func TestCheckpointRouting(t *testing.T) {
 	}
 	// After the split: trigger 2's position has it finished.
 	jms.splits <- checkpoint.Split{Key: "in/a.txt", Length: int64(len(data))}
-	testutil.Eventually(t, 10*time.Second, func() bool { return jms.nextCalls.Load() == 2 }, "no second split requested")
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error { return jms.splitRequests(2) })
 	if err := e.TriggerCheckpoint(ctx, tok, "src", checkpoint.Trigger{ID: 2}); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, 10*time.Second, func() bool { return slices.Contains(jms.eventLog(), "src ack 2") }, "no ack of checkpoint 2")
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error { return jms.logged("src ack 2") })
 	jms.mu.Lock()
 	a = jms.acks[1]
 	jms.mu.Unlock()
@@ -140,7 +162,7 @@ func TestCheckpointRouting(t *testing.T) {
 		t.Fatalf("ack 2 position %+v, want the split finished", a.Source)
 	}
 	close(jms.splits)
-	testutil.Eventually(t, 10*time.Second, func() bool { _, ok := jms.final("src"); return ok }, "the source never finished")
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error { return jms.ended("src") })
 	var srcEvents []string
 	for _, ev := range jms.eventLog() {
 		if strings.HasPrefix(ev, "src ") {
@@ -174,7 +196,7 @@ func TestFinishedCarriesSinkParts(t *testing.T) {
 	if err := e.DeployTask(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, 10*time.Second, func() bool { _, ok := jms.final("files"); return ok }, "the task never ended")
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error { return jms.ended("files") })
 	u, _ := jms.final("files")
 	want := []checkpoint.SinkPart{{
 		Pending: "tenants/acme/jobs/job1/pending/2-0-a7-00000000",

@@ -104,6 +104,14 @@ func (f *fakeJMs) states(exec string) []string {
 	return out
 }
 
+// ended says whether task exec reported a terminal state.
+func (f *fakeJMs) ended(exec string) error {
+	if _, ok := f.final(exec); !ok {
+		return fmt.Errorf("task %s reported %v, want a terminal state last", exec, f.states(exec))
+	}
+	return nil
+}
+
 func (f *fakeJMs) final(exec string) (control.TaskUpdate, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -238,7 +246,7 @@ func TestSlotTable(t *testing.T) {
 
 	// Every task reports DEPLOYING first and one terminal state last.
 	for _, ex := range []string{"j1.t0", "j1.t1", "j2.t0"} {
-		testutil.Eventually(t, 10*time.Second, func() bool { _, ok := jms.final(ex); return ok }, "task %s never ended", ex)
+		testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error { return jms.ended(ex) })
 		st := jms.states(ex)
 		if st[0] != StateDeploying {
 			t.Errorf("%s reported %v; want DEPLOYING first", ex, st)
@@ -296,7 +304,7 @@ func TestReporterRetriesAndRejection(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Three refused connections later the updates still arrive, in order.
-	testutil.Eventually(t, 10*time.Second, func() bool { _, ok := jms.final("j.t"); return ok })
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error { return jms.ended("j.t") })
 	if st := jms.states("j.t"); st[0] != StateDeploying {
 		t.Fatalf("states = %v", st)
 	}
@@ -329,6 +337,14 @@ func (f *fakeRM) Register(_ context.Context, r control.Registration) (control.Re
 	return control.Registered{RegistrationID: fmt.Sprint("r", n), HeartbeatInterval: 10 * time.Millisecond, HeartbeatTimeout: 200 * time.Millisecond}, nil
 }
 
+// registered says whether the TaskManager registered want times so far.
+func (f *fakeRM) registered(want int32) error {
+	if n := f.registrations.Load(); n != want {
+		return fmt.Errorf("%d registrations, want %d", n, want)
+	}
+	return nil
+}
+
 func (f *fakeRM) Heartbeat(_ context.Context, h control.Heartbeat) (bool, error) {
 	f.heartbeats.Add(1)
 	if f.failBeats.Load() {
@@ -355,7 +371,15 @@ func TestRegistrationRetriesAndReregisters(t *testing.T) {
 
 	// The JobManager is unreachable twice, then the registration succeeds
 	// and heartbeats flow.
-	testutil.Eventually(t, 5*time.Second, func() bool { _, ok := e.Registered(); return ok && rm.heartbeats.Load() > 3 })
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		if _, ok := e.Registered(); !ok {
+			return errors.New("not registered with the ResourceManager yet")
+		}
+		if n := rm.heartbeats.Load(); n <= 3 {
+			return fmt.Errorf("%d heartbeats after registering, want over 3", n)
+		}
+		return nil
+	})
 
 	// The ResourceManager forgets us (it restarted): we register again, and
 	// what ran here is gone (the slots are free in the new report).
@@ -363,7 +387,7 @@ func TestRegistrationRetriesAndReregisters(t *testing.T) {
 		t.Fatal(err)
 	}
 	rm.known.Store(false)
-	testutil.Eventually(t, 5*time.Second, func() bool { return rm.registrations.Load() == 2 })
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error { return rm.registered(2) })
 	if rep := rm.lastReport.Load().([]control.SlotStatus); rep[0].AllocationID != "" {
 		t.Errorf("re-registration reported %+v; want every slot free", rep)
 	}
@@ -371,7 +395,7 @@ func TestRegistrationRetriesAndReregisters(t *testing.T) {
 	// Heartbeats fail for longer than the timeout: register again.
 	rm.failBeats.Store(true)
 	start := time.Now()
-	testutil.Eventually(t, 5*time.Second, func() bool { return rm.registrations.Load() == 3 })
+	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error { return rm.registered(3) })
 	if d := time.Since(start); d < 100*time.Millisecond {
 		t.Errorf("registered again after %v of failed heartbeats; want the 200ms timeout first", d)
 	}

@@ -58,6 +58,36 @@ func (f *fakeAcks) ack(id int64) (checkpoint.Ack, bool) {
 	return checkpoint.Ack{}, false
 }
 
+// answers lists the checkpoints acknowledged and declined so far.
+func (f *fakeAcks) answers() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var a, d []int64
+	for _, x := range f.acks {
+		a = append(a, x.CheckpointID)
+	}
+	for _, x := range f.declines {
+		d = append(d, x.CheckpointID)
+	}
+	return fmt.Sprintf("acknowledged %v, declined %v", a, d)
+}
+
+// acked says whether checkpoint id was acknowledged.
+func (f *fakeAcks) acked(id int64) error {
+	if _, ok := f.ack(id); !ok {
+		return fmt.Errorf("checkpoint %d not acknowledged (%s)", id, f.answers())
+	}
+	return nil
+}
+
+// declined says whether checkpoint id was declined.
+func (f *fakeAcks) declined(id int64) error {
+	if _, ok := f.decline(id); !ok {
+		return fmt.Errorf("checkpoint %d not declined (%s)", id, f.answers())
+	}
+	return nil
+}
+
 func (f *fakeAcks) decline(id int64) (checkpoint.Decline, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -246,7 +276,7 @@ func TestAlignmentSnapshotAndRestore(t *testing.T) {
 			must(t, fast.Flush(ctx))
 			must(t, slow.Write(ctx, keyed("b", "b")))
 			must(t, slow.EmitBarrier(ctx, 1))
-			testutil.Eventually(t, 10*time.Second, func() bool { _, ok := acks.ack(1); return ok }, "no ack of checkpoint 1")
+			testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error { return acks.acked(1) })
 			must(t, slow.Write(ctx, keyed("b")))
 			must(t, fast.Finish(ctx))
 			must(t, slow.Finish(ctx))
@@ -443,7 +473,16 @@ func (r *readOut) snapshot() []string {
 	return slices.Clone(r.got)
 }
 
-func (r *readOut) has(s string) bool { return slices.Contains(r.snapshot(), s) }
+// shows says whether the output so far holds every one of want.
+func (r *readOut) shows(want ...string) error {
+	got := r.snapshot()
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			return fmt.Errorf("output of %d items lacks %q (last ones %q)", len(got), w, got[max(0, len(got)-10):])
+		}
+	}
+	return nil
+}
 
 // A barrier M while aligning N gives N up (declined, superseded) and
 // aligns M; NotifyCheckpoint(aborted) for the checkpoint being aligned
@@ -495,17 +534,18 @@ func TestAlignmentSupersededAndAborted(t *testing.T) {
 			must(t, b.EmitBarrier(ctx, 2))
 			must(t, b.Write(ctx, []abi.Record{{Value: []byte("b2")}}))
 			must(t, b.Flush(ctx))
-			testutil.Eventually(t, 10*time.Second, func() bool { return r.has("A3") && r.has("B2") }, "records after barrier 2 never came through")
+			testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error { return r.shows("A3", "B2") })
 			got := r.snapshot()
 			at := func(s string) int { return slices.Index(got, s) }
 			if at("|1") >= 0 || at("|2") < 0 || at("A2") > at("|2") || at("B1") > at("|2") || at("A3") < at("|2") || at("B2") < at("|2") {
 				t.Fatalf("output %q: want A1 B1 A2 before barrier 2 (and no barrier 1), A3 B2 after", got)
 			}
-			testutil.Eventually(t, 10*time.Second, func() bool {
-				_, ok1 := acks.decline(1)
-				_, ok2 := acks.ack(2)
-				return ok1 && ok2
-			}, "no answers to checkpoints 1 and 2")
+			testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+				if err := acks.declined(1); err != nil {
+					return err
+				}
+				return acks.acked(2)
+			})
 			if d, ok := acks.decline(1); !ok || !strings.Contains(d.Reason, "superseded") {
 				t.Fatalf("checkpoint 1: decline %+v, want one saying it was superseded", d)
 			}
@@ -517,9 +557,15 @@ func TestAlignmentSupersededAndAborted(t *testing.T) {
 			must(t, a.EmitBarrier(ctx, 3))
 			must(t, a.Write(ctx, []abi.Record{{Value: []byte("a4")}}))
 			must(t, a.Flush(ctx))
-			testutil.Eventually(t, 10*time.Second, func() bool { return logs.saw("aligning barriers 3") }, "alignment of 3 never started")
+			testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+				if !logs.saw("aligning barriers 3") {
+					return errors.New(`alignment of checkpoint 3 not started: no "aligning barriers 3" logged`)
+				}
+				return nil
+			})
 			must(t, ctl.Notify(3, false))
-			testutil.Eventually(t, 10*time.Second, func() bool { return r.has("A4") }, "the aborted checkpoint kept A blocked")
+			// The aborted checkpoint must not keep A blocked.
+			testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error { return r.shows("A4") })
 			must(t, b.EmitBarrier(ctx, 3)) // late: ignored
 			must(t, b.Write(ctx, []abi.Record{{Value: []byte("b3")}}))
 			must(t, a.Finish(ctx))
@@ -563,10 +609,15 @@ func TestGuestSourceTriggerStopAndRestore(t *testing.T) {
 		Outputs: []control.OutputSpec{{ResultID: "out", Partitioner: jobgraph.Forward, Targets: []string{m.Addr()}}},
 	}, Deps{Modules: oneModule{mod}, Blob: store, Exchange: m, Control: ctl, Checkpoints: acks})
 	r := readGate(ctx, out)
-	testutil.Eventually(t, 10*time.Second, func() bool { return len(r.snapshot()) > 3000 }, "the source emits nothing")
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if n := len(r.snapshot()); n <= 3000 {
+			return fmt.Errorf("the source emitted %d items, want over 3000", n)
+		}
+		return nil
+	})
 	must(t, ctl.Trigger(checkpoint.Trigger{ID: 1, Savepoint: true, Stop: true}))
-	testutil.Eventually(t, 10*time.Second, func() bool { _, ok := acks.ack(1); return ok }, "no ack of the savepoint")
-	testutil.Eventually(t, 10*time.Second, func() bool { return r.has("|1") }, "no barrier downstream")
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error { return acks.acked(1) })
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error { return r.shows("|1") })
 	// Nothing follows the barrier (given time to show up), and the task
 	// has not finished.
 	select {
@@ -588,7 +639,7 @@ func TestGuestSourceTriggerStopAndRestore(t *testing.T) {
 	}
 	// A trigger while stopped is declined.
 	must(t, ctl.Trigger(checkpoint.Trigger{ID: 2}))
-	testutil.Eventually(t, 10*time.Second, func() bool { _, ok := acks.decline(2); return ok }, "trigger 2 was not declined")
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error { return acks.declined(2) })
 	stop()
 	if err := run.failed(); !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
@@ -812,7 +863,7 @@ func TestFileSinkParts(t *testing.T) {
 
 	must(t, w.Write(ctx, recs(0, 10)))
 	must(t, w.EmitBarrier(ctx, 1))
-	testutil.Eventually(t, 10*time.Second, func() bool { _, ok := acks.ack(1); return ok }, "no ack 1")
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error { return acks.acked(1) })
 	a1, _ := acks.ack(1)
 	if !slices.Equal(names(a1.SinkParts), []checkpoint.SinkPart{part(0)}) || a1.SinkParts[0].Size != int64(len(lines(0, 10))) {
 		t.Fatalf("ack 1 parts %+v, want part 0 of %d bytes", a1.SinkParts, len(lines(0, 10)))
@@ -825,7 +876,7 @@ func TestFileSinkParts(t *testing.T) {
 	outage.Store(true)
 	must(t, w.Write(ctx, recs(10, 15)))
 	must(t, w.EmitBarrier(ctx, 2))
-	testutil.Eventually(t, 10*time.Second, func() bool { _, ok := acks.decline(2); return ok }, "no decline 2")
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error { return acks.declined(2) })
 	if d, _ := acks.decline(2); !strings.Contains(d.Reason, "injected outage") || !strings.Contains(d.Reason, part(1).Pending) {
 		t.Fatalf("decline reason %q: want the part and the store's error", d.Reason)
 	}
@@ -835,7 +886,7 @@ func TestFileSinkParts(t *testing.T) {
 	must(t, w.Write(ctx, recs(15, 20)))
 	must(t, w.EmitBarrier(ctx, 3))
 	must(t, w.EmitBarrier(ctx, 4)) // nothing new: no empty part
-	testutil.Eventually(t, 10*time.Second, func() bool { _, ok := acks.ack(4); return ok }, "no ack 4")
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error { return acks.acked(4) })
 	a3, _ := acks.ack(3)
 	if !slices.Equal(names(a3.SinkParts), []checkpoint.SinkPart{part(1), part(2)}) {
 		t.Fatalf("ack 3 parts %+v, want parts 1 and 2", a3.SinkParts)
@@ -933,14 +984,19 @@ func TestTriggersAtTheEdges(t *testing.T) {
 			{ID: 2, Name: "out", Kind: jobgraph.KindSink, Connector: jobgraph.ConnectorCollect},
 		},
 	}, Deps{Blob: store, Exchange: m, Splits: splits, Control: ctl, Checkpoints: acks})
-	testutil.Eventually(t, 10*time.Second, func() bool { _, ok := acks.ack(1); return ok }, "no ack 1")
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error { return acks.acked(1) })
 	if a, _ := acks.ack(1); a.Source == nil || a.Source.Current != nil || len(a.Source.Finished) != 0 || a.State != nil {
 		t.Fatalf("ack 1 = %+v, want the position before any split", a)
 	}
 	splits.ch <- checkpoint.Split{Key: "in/a.txt", Length: 4}
-	testutil.Eventually(t, 10*time.Second, func() bool { return splits.calls.Load() == 2 }, "no second split request")
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if n := splits.calls.Load(); n != 2 {
+			return fmt.Errorf("%d split requests, want 2", n)
+		}
+		return nil
+	})
 	must(t, ctl.Trigger(checkpoint.Trigger{ID: 2}))
-	testutil.Eventually(t, 10*time.Second, func() bool { _, ok := acks.ack(2); return ok }, "no ack 2 while waiting for a split")
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error { return acks.acked(2) })
 	if a, _ := acks.ack(2); a.Source == nil || !slices.Equal(a.Source.Finished, []string{"in/a.txt@4"}) || a.Source.Current != nil {
 		t.Fatalf("ack 2 position %+v", a.Source)
 	}

@@ -76,12 +76,23 @@ type Deployment struct {
 	Restore *checkpoint.TaskRestore
 }
 
+// Task states a TaskManager reports in TaskUpdate.State. The JobMaster
+// adds its own around them (CREATED before a deployment, CANCELING while
+// it waits for a cancel to be confirmed).
+const (
+	TaskDeploying = "DEPLOYING"
+	TaskRunning   = "RUNNING"
+	TaskFinished  = "FINISHED"
+	TaskCanceled  = "CANCELED"
+	TaskFailed    = "FAILED"
+)
+
 // TaskUpdate is one task state change the TaskManager reports to the
 // task's JobMaster.
 type TaskUpdate struct {
 	Fencing     FencingToken
 	ExecutionID string
-	State       string // DEPLOYING, RUNNING, FINISHED, CANCELED, FAILED
+	State       string // one of the Task* states
 	// Failure (FAILED) is the root cause, with the guest's stack trace.
 	Failure string
 	// Accumulators (FINISHED) are the task's accumulator values.

@@ -491,19 +491,3 @@ func vertexIDs(t *task) []int {
 	}
 	return ids
 }
-
-func toCheckpointSplits(s []checkpoint.Split) []checkpoint.Split {
-	out := make([]checkpoint.Split, len(s))
-	for i := range s {
-		out[i] = checkpoint.Split(s[i])
-	}
-	return out
-}
-
-func fromCheckpointSplits(s []checkpoint.Split) []checkpoint.Split {
-	out := make([]checkpoint.Split, len(s))
-	for i := range s {
-		out[i] = checkpoint.Split(s[i])
-	}
-	return out
-}

@@ -418,7 +418,7 @@ func TestPeriodicCheckpointsCompleteWithMetadataLastAndRetention(t *testing.T) {
 	if m.JobID != "j1" || m.Tenant != "default" || m.ID != 4 || m.ModuleDigest != "sha256-00" || m.MaxParallelism != 128 || len(m.Tasks) != 4 {
 		t.Fatalf("metadata %+v", m)
 	}
-	if fmt.Sprint(m.Sources[1]) != fmt.Sprint(toCheckpointSplits(splits)) {
+	if fmt.Sprint(m.Sources[1]) != fmt.Sprint(splits) {
 		t.Fatalf("sources %+v: nothing was read, all splits remain", m.Sources)
 	}
 	// The metadata was written after every state object it names.
@@ -615,7 +615,7 @@ func TestRestartRestoresLatestCheckpointAndResumesSplits(t *testing.T) {
 	// The counter goes on: the next checkpoint of attempt 1 is 3.
 	h.checkpoint(t, 3, checkpoint.StatusCompleted)
 	m := readMeta(t, st, cpDir(3))
-	if fmt.Sprint(m.Sources[1]) != fmt.Sprint(toCheckpointSplits([]checkpoint.Split{{Key: "in/b", Offset: 40, Length: 60}, {Key: "in/c", Offset: 0, Length: 50}})) {
+	if fmt.Sprint(m.Sources[1]) != fmt.Sprint([]checkpoint.Split{{Key: "in/b", Offset: 40, Length: 60}, {Key: "in/c", Offset: 0, Length: 50}}) {
 		t.Fatalf("sources of checkpoint 3 (base is the restored splits) %v", m.Sources)
 	}
 }

@@ -582,7 +582,7 @@ func (jm *JobMaster) setRestorePoint() {
 		}
 		if jm.restore != nil {
 			if rest, ok := jm.restore.Sources[v.ID]; ok {
-				jm.base[v.ID] = fromCheckpointSplits(rest)
+				jm.base[v.ID] = slices.Clone(rest)
 				continue
 			}
 		}
@@ -730,7 +730,7 @@ func (jm *JobMaster) onSlots(ev evSlots) {
 	}
 	splits := map[int][]checkpoint.Split{}
 	for v, ss := range jm.base {
-		splits[v] = toCheckpointSplits(ss)
+		splits[v] = slices.Clone(ss)
 	}
 	jm.checkpointEvent(checkpointing.Deployed{Tasks: jm.cpTasks(), Splits: splits})
 	// Consumers before producers: a producer's channels then find their

@@ -31,16 +31,16 @@ func (s JobState) Terminal() bool {
 	return s == Canceled || s == Finished || s == Failed || s == Suspended
 }
 
-// Execution (task attempt) states. DEPLOYING, RUNNING, FINISHED, CANCELED
-// and FAILED are also what TaskManagers report.
+// Execution (task attempt) states: the ones TaskManagers report
+// (control.Task*) and the JobMaster's own, CREATED and CANCELING.
 const (
 	ExecCreated   = "CREATED"
-	ExecDeploying = "DEPLOYING"
-	ExecRunning   = "RUNNING"
-	ExecFinished  = "FINISHED"
+	ExecDeploying = control.TaskDeploying
+	ExecRunning   = control.TaskRunning
+	ExecFinished  = control.TaskFinished
 	ExecCanceling = "CANCELING"
-	ExecCanceled  = "CANCELED"
-	ExecFailed    = "FAILED"
+	ExecCanceled  = control.TaskCanceled
+	ExecFailed    = control.TaskFailed
 )
 
 func execTerminal(s string) bool { return s == ExecFinished || s == ExecCanceled || s == ExecFailed }

@@ -98,7 +98,7 @@ func TestCheckpointRouting(t *testing.T) {
 	}
 	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
 		for _, ex := range []string{"src", "sink"} {
-			if !jms.hasState(ex, StateRunning) {
+			if !jms.hasState(ex, control.TaskRunning) {
 				return fmt.Errorf("task %s reported %v, want RUNNING among them", ex, jms.states(ex))
 			}
 		}
@@ -203,7 +203,7 @@ func TestFinishedCarriesSinkParts(t *testing.T) {
 		Final:   "tenants/acme/files/out/part-job1-2-0-a7-00000000",
 		Size:    int64(len(data)),
 	}}
-	if u.State != StateFinished || !slices.Equal(u.SinkParts, want) {
+	if u.State != control.TaskFinished || !slices.Equal(u.SinkParts, want) {
 		t.Fatalf("final update %+v, want FINISHED with %+v", u, want)
 	}
 	if !strings.HasPrefix(u.SinkParts[0].Pending, "tenants/acme/") {

@@ -426,20 +426,20 @@ func (e *Executor) run(ctx context.Context, t *runningTask) {
 	}
 	defer remove()
 
-	rep.send(control.TaskUpdate{State: StateDeploying})
+	rep.send(control.TaskUpdate{State: control.TaskDeploying})
 	res, err := e.runTask(ctx, t, rep, log)
 	var final control.TaskUpdate
 	switch {
 	case err == nil:
-		final = control.TaskUpdate{State: StateFinished, Accumulators: res.Accumulators, Collected: res.Collected, SinkParts: res.SinkParts}
+		final = control.TaskUpdate{State: control.TaskFinished, Accumulators: res.Accumulators, Collected: res.Collected, SinkParts: res.SinkParts}
 		log.Info("task finished", "collected", len(res.Collected))
 	case ctx.Err() != nil:
 		// Asked to stop: whatever the guest call returned on the way out
 		// (wazero closes the module when the context ends) is not a failure.
-		final = control.TaskUpdate{State: StateCanceled}
+		final = control.TaskUpdate{State: control.TaskCanceled}
 		log.Info("task canceled")
 	default:
-		final = control.TaskUpdate{State: StateFailed, Failure: Describe(err)}
+		final = control.TaskUpdate{State: control.TaskFailed, Failure: Describe(err)}
 		log.Warn("task failed", "err", err)
 	}
 	remove()
@@ -482,7 +482,7 @@ func (e *Executor) runTask(ctx context.Context, rt *runningTask, rep *reporter, 
 		Exchange:    e.cfg.Exchange,
 		Limits:      limits,
 		Logger:      log,
-		OnRunning:   func() { rep.send(control.TaskUpdate{State: StateRunning}) },
+		OnRunning:   func() { rep.send(control.TaskUpdate{State: control.TaskRunning}) },
 		Control:     rt.ctl,
 		Checkpoints: rep,
 	}

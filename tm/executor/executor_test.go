@@ -121,7 +121,7 @@ func (f *fakeJMs) final(exec string) (control.TaskUpdate, bool) {
 	}
 	u := us[len(us)-1]
 	switch u.State {
-	case StateFinished, StateFailed, StateCanceled:
+	case control.TaskFinished, control.TaskFailed, control.TaskCanceled:
 		return u, true
 	}
 	return control.TaskUpdate{}, false
@@ -248,7 +248,7 @@ func TestSlotTable(t *testing.T) {
 	for _, ex := range []string{"j1.t0", "j1.t1", "j2.t0"} {
 		testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error { return jms.ended(ex) })
 		st := jms.states(ex)
-		if st[0] != StateDeploying {
+		if st[0] != control.TaskDeploying {
 			t.Errorf("%s reported %v; want DEPLOYING first", ex, st)
 		}
 	}
@@ -305,7 +305,7 @@ func TestReporterRetriesAndRejection(t *testing.T) {
 	}
 	// Three refused connections later the updates still arrive, in order.
 	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error { return jms.ended("j.t") })
-	if st := jms.states("j.t"); st[0] != StateDeploying {
+	if st := jms.states("j.t"); st[0] != control.TaskDeploying {
 		t.Fatalf("states = %v", st)
 	}
 }

@@ -10,15 +10,6 @@ import (
 	"github.com/sluicehq/sluice/internal/rpcerr"
 )
 
-// Task states reported to the JobMaster.
-const (
-	StateDeploying = "DEPLOYING"
-	StateRunning   = "RUNNING"
-	StateFinished  = "FINISHED"
-	StateCanceled  = "CANCELED"
-	StateFailed    = "FAILED"
-)
-
 // JobMasters reaches the JobMaster of a job at the address its deployment
 // named. Implementations time out every call.
 type JobMasters interface {

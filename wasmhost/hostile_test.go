@@ -258,7 +258,11 @@ func TestManyInstancesConcurrentlyLeakNothing(t *testing.T) {
 				var got int
 				in, err := mod.Instantiate(ctx, TaskConfig{
 					TaskName: "leak", Parallelism: 1, Chain: chain, Args: []string{"identity"},
-					Emit: func(recs []abi.Record) error { got += len(recs); return nil },
+					// 200 runtimes starting at once on a loaded machine under
+					// -race can each take longer than the default deadline;
+					// this test is about leaks, not deadlines.
+					Limits: Limits{CallTimeout: 5 * time.Minute},
+					Emit:   func(recs []abi.Record) error { got += len(recs); return nil },
 				})
 				if err != nil {
 					errs <- err

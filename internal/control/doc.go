@@ -11,8 +11,9 @@
 //
 // jm/jobmaster and jm/resourcemanager build or take these values and
 // tm/executor, tm/task and tm/exchange consume or send them; the RPC
-// adapters convert them to and from Thrift in one place, internal/rpcwire. This package holds plain data only: it imports
-// the standard library, internal/jobgraph, internal/checkpoint and
-// internal/jobconfig, and must
+// adapters convert them to and from Thrift in one place, internal/rpcwire.
+//
+// This package holds plain data only: it imports the standard library,
+// internal/jobgraph, internal/checkpoint and internal/jobconfig, and must
 // not import idl/kitex_gen, Kitex, jm, tm or wasmhost.
 package control

@@ -414,6 +414,10 @@ func TestCancelOverKitex(t *testing.T) {
 			return err
 		}
 		for _, v := range d.Vertices {
+			// Before its slots arrive a job lists no subtasks at all.
+			if len(v.Subtasks) == 0 {
+				return fmt.Errorf("vertex %s lists no subtasks yet", v.Name)
+			}
 			for _, st := range v.Subtasks {
 				if st.State != "RUNNING" {
 					return fmt.Errorf("vertex %s subtask %d is %s, want RUNNING", v.Name, st.Index, st.State)

@@ -67,6 +67,9 @@ func allRunning(ctx context.Context, dc dspclient.Client, job string) error {
 		return fmt.Errorf("job %s is %s, want RUNNING", job, st)
 	}
 	for _, v := range d.Vertices {
+		if len(v.Subtasks) == 0 { // before its slots arrive
+			return fmt.Errorf("job %s: vertex %s lists no subtasks yet", job, v.Name)
+		}
 		for _, st := range v.Subtasks {
 			if st.State != "RUNNING" {
 				return fmt.Errorf("job %s: vertex %s subtask %d is %s, want RUNNING", job, v.Name, st.Index, st.State)

@@ -207,6 +207,9 @@ func AllRunning(d client.JobDetails) error {
 		return fmt.Errorf("job %s is %s with %d vertices, want RUNNING", d.ID, d.State, len(d.Vertices))
 	}
 	for _, v := range d.Vertices {
+		if len(v.Subtasks) == 0 { // before its slots arrive
+			return fmt.Errorf("job %s: vertex %s lists no subtasks yet", d.ID, v.Name)
+		}
 		for _, s := range v.Subtasks {
 			if s.State != client.StateRunning {
 				return fmt.Errorf("job %s: vertex %s subtask %d is %s, want RUNNING", d.ID, v.Name, s.Index, s.State)

@@ -326,6 +326,9 @@ func (h *harness) allRunning(t *testing.T) {
 			return fmt.Errorf("job is %s, want RUNNING", d.State)
 		}
 		for _, v := range d.Vertices {
+			if len(v.Subtasks) == 0 { // before its slots arrive
+				return fmt.Errorf("%q lists no subtasks yet", v.Name)
+			}
 			for _, s := range v.Subtasks {
 				if s.State != ExecRunning {
 					return fmt.Errorf("%q subtask %d is %s, want every task RUNNING", v.Name, s.Index, s.State)

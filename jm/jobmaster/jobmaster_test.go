@@ -330,6 +330,9 @@ func TestCancelCancelsEveryTaskAndFreesEverySlot(t *testing.T) {
 	h := start(t, wordcount(2, 2), nil)
 	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
 		for _, v := range h.jm.Details().Vertices {
+			if len(v.Subtasks) == 0 { // before its slots arrive
+				return fmt.Errorf("%q lists no subtasks yet", v.Name)
+			}
 			for _, s := range v.Subtasks {
 				if s.State != ExecRunning {
 					return fmt.Errorf("%q subtask %d is %s, want every task RUNNING", v.Name, s.Index, s.State)

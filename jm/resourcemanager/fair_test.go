@@ -2,12 +2,9 @@ package resourcemanager
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/internal/testutil"
 )
 
 func TestFairOrder(t *testing.T) {
@@ -49,23 +46,9 @@ func TestFreedSlotsGoToTheTenantWithFewest(t *testing.T) {
 	}
 	got := make(chan res, 2)
 	go func() { _, err := rm.RequestTenantSlots(ctx, "a", "a2", 1); got <- res{"a2", err} }()
-	testutil.CheckFor(t, 5*time.Second, time.Millisecond, func() error {
-		rm.mu.Lock()
-		defer rm.mu.Unlock()
-		if n := len(rm.waiters); n != 1 {
-			return fmt.Errorf("%d slot requests waiting, want 1", n)
-		}
-		return nil
-	})
+	waitWaiters(t, rm, 1)
 	go func() { _, err := rm.RequestTenantSlots(ctx, "b", "b1", 1); got <- res{"b1", err} }()
-	testutil.CheckFor(t, 5*time.Second, time.Millisecond, func() error {
-		rm.mu.Lock()
-		defer rm.mu.Unlock()
-		if n := len(rm.waiters); n != 2 {
-			return fmt.Errorf("%d slot requests waiting, want 2", n)
-		}
-		return nil
-	})
+	waitWaiters(t, rm, 2)
 
 	rm.ReleaseSlots(held[0].AllocationID)
 	if r := <-got; r.job != "b1" || r.err != nil {

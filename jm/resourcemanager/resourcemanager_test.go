@@ -54,23 +54,9 @@ func TestRequestSlotsWaitsForRegistrationAndRelease(t *testing.T) {
 	got := make(chan res, 2)
 	wg.Add(2)
 	go func() { defer wg.Done(); s, err := rm.RequestSlots(ctx, "b", 3); got <- res{s, err} }()
-	testutil.CheckFor(t, 5*time.Second, time.Millisecond, func() error {
-		rm.mu.Lock()
-		defer rm.mu.Unlock()
-		if n := len(rm.waiters); n != 1 {
-			return fmt.Errorf("%d slot requests waiting, want 1", n)
-		}
-		return nil
-	})
+	waitWaiters(t, rm, 1)
 	go func() { defer wg.Done(); s, err := rm.RequestSlots(ctx, "c", 1); got <- res{s, err} }()
-	testutil.CheckFor(t, 5*time.Second, time.Millisecond, func() error {
-		rm.mu.Lock()
-		defer rm.mu.Unlock()
-		if n := len(rm.waiters); n != 2 {
-			return fmt.Errorf("%d slot requests waiting, want 2", n)
-		}
-		return nil
-	})
+	waitWaiters(t, rm, 2)
 
 	// A new TaskManager with 2 slots: b (3) still cannot be met, c (1) can.
 	rm.RegisterTaskManager(ctx, reg("tm2", 2))
@@ -100,14 +86,7 @@ func TestRequestSlotsHonoursContextAndClose(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	go func() { _, err := rm.RequestSlots(context.Background(), "j", 1); done <- err }()
-	testutil.CheckFor(t, 5*time.Second, time.Millisecond, func() error {
-		rm.mu.Lock()
-		defer rm.mu.Unlock()
-		if n := len(rm.waiters); n != 1 {
-			return fmt.Errorf("%d slot requests waiting, want 1", n)
-		}
-		return nil
-	})
+	waitWaiters(t, rm, 1)
 	rm.Close()
 	if err := <-done; !errors.Is(err, rpcerr.ErrUnavailable) {
 		t.Fatalf("err = %v", err)
@@ -157,4 +136,17 @@ func TestDeadTaskManagerTellsJobs(t *testing.T) {
 	if o := rm.Overview(); o.SlotsTotal != 0 {
 		t.Fatalf("dead tm still counted: %+v", o)
 	}
+}
+
+// waitWaiters waits until n slot requests are parked in rm.
+func waitWaiters(t *testing.T, rm *ResourceManager, n int) {
+	t.Helper()
+	testutil.CheckFor(t, 5*time.Second, time.Millisecond, func() error {
+		rm.mu.Lock()
+		defer rm.mu.Unlock()
+		if got := len(rm.waiters); got != n {
+			return fmt.Errorf("%d slot requests waiting, want %d", got, n)
+		}
+		return nil
+	})
 }

@@ -2,14 +2,7 @@ package checkpoint
 
 import (
 	"time"
-
-	"github.com/sluicehq/sluice/internal/jobconfig"
 )
-
-// Config is a job's checkpointing: the Checkpoints part of its parsed
-// config. jobconfig owns the keys, their defaults and their parsing; the
-// name stays here because it is the coordinator's vocabulary.
-type Config = jobconfig.Checkpoints
 
 // Status of a checkpoint in Stats.
 const (

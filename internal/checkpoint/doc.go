@@ -14,6 +14,6 @@
 // A checkpoint directory without _metadata does not exist: nothing lists or
 // restores it, and the coordinator deletes it when the checkpoint aborts.
 //
-// It imports only blob, internal/jobconfig (for Config) and the standard
+// It imports only blob and the standard
 // library plus sonic; jm and tm both import it, it imports neither.
 package checkpoint

@@ -281,7 +281,7 @@ func cpDirGone(t *testing.T, st *recStore, id int64, what string) error {
 }
 
 // startCP starts a job whose tasks take checkpoints into a fresh store.
-func startCP(t *testing.T, g *jobgraph.Graph, cc checkpoint.Config, mod func(*Config, *fakeGateway)) (*harness, *recStore) {
+func startCP(t *testing.T, g *jobgraph.Graph, cc jobconfig.Checkpoints, mod func(*Config, *fakeGateway)) (*harness, *recStore) {
 	t.Helper()
 	st := newStore(t)
 	h := start(t, g, func(c *Config, gw *fakeGateway, _ *fakePool) {
@@ -295,7 +295,7 @@ func startCP(t *testing.T, g *jobgraph.Graph, cc checkpoint.Config, mod func(*Co
 	return h, st
 }
 
-func periodic(interval time.Duration) checkpoint.Config {
+func periodic(interval time.Duration) jobconfig.Checkpoints {
 	c := jobconfig.DefaultCheckpoints()
 	c.Interval = interval
 	c.Timeout = 10 * time.Second
@@ -692,7 +692,7 @@ func TestStartValidatesCheckpointing(t *testing.T) {
 		"bad tenant for keys":    func(c *Config) { c.Blob, c.Tenant = st, "Not A Tenant" },
 		"bad restart strategy":   func(c *Config) { c.Restart = RestartStrategy{Kind: "sometimes"} },
 		"negative backoff":       func(c *Config) { c.Restart = RestartStrategy{Kind: RestartExponentialDelay, MaxBackoff: -1} },
-		"negative min pause":     func(c *Config) { c.Blob, c.JobConfig.Checkpoints = st, checkpoint.Config{MinPause: -1} },
+		"negative min pause":     func(c *Config) { c.Blob, c.JobConfig.Checkpoints = st, jobconfig.Checkpoints{MinPause: -1} },
 		"negative restart delay": func(c *Config) { c.Restart = RestartStrategy{Attempts: 1, Delay: -time.Second} },
 	}
 	for name, mod := range tests {
@@ -775,7 +775,7 @@ func TestSinkPartsCommittedAfterCheckpointAndWhenFinished(t *testing.T) {
 }
 
 func TestFinalCommitRetriesThenCancelFails(t *testing.T) {
-	h, st := startCP(t, fileSinkJob(), checkpoint.Config{}, nil)
+	h, st := startCP(t, fileSinkJob(), jobconfig.Checkpoints{}, nil)
 	h.allRunning(t)
 	st.down.Store(true)
 	for _, d := range h.deploysOf(0) {
@@ -827,7 +827,7 @@ func TestRestorePreparationRetriesWhileStoreIsDown(t *testing.T) {
 }
 
 func TestSavepointCopiesStateAndOutlivesTheJob(t *testing.T) {
-	h, st := startCP(t, wordcount(1, 2), checkpoint.Config{}, nil)
+	h, st := startCP(t, wordcount(1, 2), jobconfig.Checkpoints{}, nil)
 	h.allRunning(t)
 	s, err := h.jm.TriggerSavepoint(context.Background(), false)
 	if err != nil {
@@ -900,7 +900,7 @@ func TestStopWithSavepointEndsFinished(t *testing.T) {
 }
 
 func TestSavepointAbortsAndStoppingJobKeepsRunning(t *testing.T) {
-	h, _ := startCP(t, wordcount(1, 1), checkpoint.Config{}, func(c *Config, g *fakeGateway) {
+	h, _ := startCP(t, wordcount(1, 1), jobconfig.Checkpoints{}, func(c *Config, g *fakeGateway) {
 		g.onCheckpoint = func(d control.Deployment, tr checkpoint.Trigger, a *checkpoint.Ack) cpReply {
 			if tr.ID == 1 {
 				return cpReply{decline: "state upload failed"}
@@ -964,7 +964,7 @@ func TestCheckpointReportsAreFencedAndLateAcksCleanedUp(t *testing.T) {
 	// (which it never acks): a later upload would outlive the abort's delete.
 	srcStored := make(chan struct{})
 	var once sync.Once
-	h, st := startCP(t, wordcount(1, 1), checkpoint.Config{}, func(c *Config, g *fakeGateway) {
+	h, st := startCP(t, wordcount(1, 1), jobconfig.Checkpoints{}, func(c *Config, g *fakeGateway) {
 		g.onCheckpoint = func(d control.Deployment, tr checkpoint.Trigger, a *checkpoint.Ack) cpReply {
 			if tr.ID == 1 {
 				if d.Chain[0].ID == 4 {

@@ -100,14 +100,19 @@ func TestInfiniteLoopStopsAtDeadline(t *testing.T) {
 	stillHealthy(t)
 }
 
+// limitTimeout is the call deadline of tests about other limits: long
+// enough that a loaded machine under -race reaches the limit under test
+// before it.
+const limitTimeout = 2 * time.Minute
+
 func TestMemoryBombStopsAtCap(t *testing.T) {
-	_, err := hostileProcess(t, "membomb", Limits{MemoryLimitBytes: 48 << 20})
+	_, err := hostileProcess(t, "membomb", Limits{MemoryLimitBytes: 48 << 20, CallTimeout: limitTimeout})
 	ge := requireGuestError(t, err, ErrMemoryLimit)
 	t.Logf("go guest: %v", ge.Message)
 
 	// Grow 16 pages at a time until refused, then trap.
 	bomb := cat([]byte{0x03, 0x40}, i32const(16), []byte{0x40, 0x00}, i32const(-1), []byte{0x47, 0x0d, 0x00, 0x0b, 0x00}, i32const(0))
-	in := handmade(t, abiModule(nil, "bomb", bomb), Limits{MemoryLimitBytes: 8 << 20})
+	in := handmade(t, abiModule(nil, "bomb", bomb), Limits{MemoryLimitBytes: 8 << 20, CallTimeout: limitTimeout})
 	requireGuestError(t, in.Process(context.Background(), textRecords("x")), ErrMemoryLimit)
 	stillHealthy(t)
 }
@@ -132,13 +137,13 @@ func TestDeepRecursionOverflowsStack(t *testing.T) {
 		args = append(args, 0x42, 0)                       // i64.const 0
 	}
 	rec.body = append(rec.body, call(6)...)
-	in := handmade(t, abiModule(nil, "process", cat(args, call(6), i32const(0)), rec), Limits{})
+	in := handmade(t, abiModule(nil, "process", cat(args, call(6), i32const(0)), rec), Limits{CallTimeout: limitTimeout})
 	ge := requireGuestError(t, in.Process(context.Background(), textRecords("x")), ErrStackOverflow)
 	t.Logf("wasm: %v", ge)
 
 	// A Go guest: its goroutine stack lives in linear memory and the SDK
 	// caps it, so the Go runtime reports the overflow and exits.
-	_, err := hostileProcess(t, "recurse", Limits{})
+	_, err := hostileProcess(t, "recurse", Limits{CallTimeout: limitTimeout})
 	ge = requireGuestError(t, err, ErrStackOverflow)
 	if !strings.Contains(ge.Output, "stack overflow") {
 		t.Errorf("stderr tail lacks the Go runtime's report:\n%s", ge.Output)

@@ -11,6 +11,7 @@ struct TaskStateUpdate {
     5: map<string, i64> accumulators,
     6: list<binary> collected,  // collect-sink records, sent with FINISHED
     7: list<common.SinkPart> sink_parts,  // FINISHED: file-sink parts for the final commit
+    8: string failure_kind,   // FAILED: CAUSE or CONSEQUENCE (empty: CAUSE)
 }
 
 // Where a text-source subtask stands at a barrier.

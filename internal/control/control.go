@@ -87,14 +87,35 @@ const (
 	TaskFailed    = "FAILED"
 )
 
+// FailureKind says whether a task's failure started in the task or
+// reached it from elsewhere, so the JobMaster blames the job's failure on
+// its root cause.
+type FailureKind string
+
+const (
+	// FailureCause: the task failed by itself — a guest trap or ERROR
+	// status, a host-side error raised by the task's own records (a
+	// keyless record on a hash edge, a record too large), a resource
+	// limit, a module that cannot be loaded. The empty kind means a cause
+	// too (a TaskManager that does not classify).
+	FailureCause FailureKind = "CAUSE"
+	// FailureConsequence: the task failed because of a failure elsewhere —
+	// a producer aborted its channel, a consumer closed it, a data
+	// connection to another TaskManager broke, a consumer never came up.
+	FailureConsequence FailureKind = "CONSEQUENCE"
+)
+
 // TaskUpdate is one task state change the TaskManager reports to the
 // task's JobMaster.
 type TaskUpdate struct {
 	Fencing     FencingToken
 	ExecutionID string
 	State       string // one of the Task* states
-	// Failure (FAILED) is the root cause, with the guest's stack trace.
+	// Failure (FAILED) is what went wrong, with the guest's stack trace.
 	Failure string
+	// FailureKind (FAILED) says whether Failure is the task's own cause or
+	// a consequence of a failure elsewhere.
+	FailureKind FailureKind
 	// Accumulators (FINISHED) are the task's accumulator values.
 	Accumulators map[string]int64
 	// Collected (FINISHED) are the collect-sink records.

@@ -137,7 +137,7 @@ func TestPartitionerRoundTrip(t *testing.T) {
 func TestReportsRoundTrip(t *testing.T) {
 	f := control.FencingToken{LeaderSession: "s", JobID: "j", Attempt: 2}
 	u := control.TaskUpdate{
-		Fencing: f, ExecutionID: "e", State: "FINISHED", Failure: "x", Accumulators: map[string]int64{"n": 3},
+		Fencing: f, ExecutionID: "e", State: "FINISHED", Failure: "x", FailureKind: control.FailureConsequence, Accumulators: map[string]int64{"n": 3},
 		Collected: [][]byte{[]byte("r")}, SinkParts: []checkpoint.SinkPart{{Pending: "p", Final: "f", Size: 4}},
 	}
 	if got := TaskUpdateFromWire(TaskUpdateToWire(u)); !reflect.DeepEqual(got, u) {

@@ -107,6 +107,14 @@ type JobMaster struct {
 	splits        map[int]int // next split index per source vertex
 	failure       string      // root cause of the current failure
 	failedAt      time.Time   // when the current failure happened
+	// consequence: failure is a task's report of a failure elsewhere (a
+	// peer's aborted channel, say); the first cause reported in the same
+	// attempt (failedAttempt) replaces it.
+	consequence   bool
+	failedAttempt int64
+	// unreachable holds the TaskManagers a call of this attempt could not
+	// reach: their tasks are not waited for when they are canceled.
+	unreachable map[string]bool
 	restarter     *restarter
 	stateTimes    map[JobState]time.Time
 	start, end    time.Time
@@ -176,6 +184,10 @@ type (
 	}
 	evCancel         struct{ reply chan error }
 	evCancelTimeout  struct{ attempt int64 }
+	evUnreachable    struct {
+		attempt    int64
+		resourceID string
+	}
 	evRestart        struct{ attempt int64 }
 	evPrepared       struct{ attempt int64 }
 	evFinalCommitted struct {
@@ -564,6 +576,8 @@ func (jm *JobMaster) handle(ev any) {
 		ev.reply <- nil
 	case evCancelTimeout:
 		jm.onCancelTimeout(ev.attempt)
+	case evUnreachable:
+		jm.onUnreachable(ev.attempt, ev.resourceID)
 	case evRestart:
 		jm.onRestart(ev.attempt)
 	case evPrepared:
@@ -744,10 +758,19 @@ func (jm *JobMaster) onDeployed(ev evDeployed) {
 		if execTerminal(x.state) {
 			break
 		}
-		jm.noteCallErr(x.slot, ev.err)
+		unreachable := jm.noteCallErr(x.slot, ev.err)
 		msg := fmt.Sprintf("deploy to task manager %s (%s): %v", x.slot.ResourceID, x.slot.RPCAddress, ev.err)
-		jm.execEnded(x, ExecFailed, msg)
-		jm.fail(x, msg)
+		if jm.state != Running {
+			// The attempt is being torn down (the call was probably cut
+			// short by it): nothing to blame, nothing left to cancel.
+			jm.execEnded(x, ExecCanceled, "")
+		} else {
+			jm.execEnded(x, ExecFailed, msg)
+			jm.fail(x, msg)
+		}
+		if unreachable {
+			jm.onUnreachable(jm.attempt, x.slot.ResourceID)
+		}
 	case jm.state == Failing || jm.state == Cancelling:
 		jm.cancelExec(x) // deployed while the attempt was being torn down
 	}
@@ -773,7 +796,12 @@ func (jm *JobMaster) onUpdate(u control.TaskUpdate) error {
 		return rpcerr.Errorf(rpcerr.ErrNotFound, "job %s has no execution %q in attempt %d", jm.cfg.JobID, u.ExecutionID, jm.attempt)
 	}
 	if execTerminal(x.state) {
-		return nil // e.g. CANCELED after the cancel timeout gave up on it
+		// E.g. CANCELED after the cancel timeout gave up on it. A cause it
+		// reports late still names the attempt's failure.
+		if u.State == ExecFailed && u.FailureKind != control.FailureConsequence {
+			jm.upgradeFailure(x.failedMessage(u.Failure, false))
+		}
+		return nil
 	}
 	log := jm.log.With("task", x.task.name, "subtask", x.subtask, "tm", x.slot.ResourceID)
 	switch u.State {
@@ -804,10 +832,21 @@ func (jm *JobMaster) onUpdate(u control.TaskUpdate) error {
 		}
 		jm.checkpointEvent(checkpointing.TaskFinished{ExecutionID: x.id})
 	case ExecFailed:
-		msg := fmt.Sprintf("task %q subtask %d/%d on task manager %s failed: %s", x.task.name, x.subtask+1, x.task.parallelism, x.slot.ResourceID, u.Failure)
-		log.Warn("task failed", "failure", u.Failure)
+		consequence := u.FailureKind == control.FailureConsequence
+		msg := x.failedMessage(u.Failure, consequence)
+		if jm.state == Cancelling {
+			// As in Flink: a task that fails while its job is canceled
+			// ends CANCELED; the failure is no longer the job's concern.
+			log.Info("task failed while the job was canceling; counted as canceled", "failure", u.Failure, "consequence", consequence)
+			jm.execEnded(x, ExecCanceled, "")
+			if !consequence {
+				jm.upgradeFailure(msg)
+			}
+			break
+		}
+		log.Warn("task failed", "failure", u.Failure, "consequence", consequence)
 		jm.execEnded(x, ExecFailed, msg)
-		jm.fail(x, msg)
+		jm.failWith(msg, consequence)
 	case ExecCanceled:
 		wanted := x.cancelSent || jm.state != Running
 		jm.execEnded(x, ExecCanceled, "")
@@ -837,9 +876,30 @@ func (jm *JobMaster) allFinished() bool {
 	return len(jm.execs) > 0
 }
 
-// fail starts failing the attempt because of x (nil: not one task's fault).
-func (jm *JobMaster) fail(_ *execution, cause string) {
+// failedMessage is the failure of x as the job shows it.
+func (x *execution) failedMessage(failure string, consequence bool) string {
+	how := "failed"
+	if consequence {
+		how = "failed as a consequence of another failure"
+	}
+	return fmt.Sprintf("task %q subtask %d/%d on task manager %s %s: %s", x.task.name, x.subtask+1, x.task.parallelism, x.slot.ResourceID, how, failure)
+}
+
+// fail starts failing the attempt because of x (nil: not one task's
+// fault); cause is a root cause.
+func (jm *JobMaster) fail(_ *execution, cause string) { jm.failWith(cause, false) }
+
+// failWith starts failing the attempt because of cause, a root cause or
+// (consequence) a task's report of a failure elsewhere. The first report
+// decides when the attempt fails, the first cause what the job shows as
+// its failure: a consequence usually arrives first (the peer that caused
+// it reports through the same JobManager, but after tearing itself down),
+// so a cause reported later in the attempt replaces it (upgradeFailure).
+func (jm *JobMaster) failWith(cause string, consequence bool) {
 	if jm.state != Running || jm.finishing {
+		if !consequence {
+			jm.upgradeFailure(cause)
+		}
 		return
 	}
 	if jm.cp.Stopping() {
@@ -848,6 +908,8 @@ func (jm *JobMaster) fail(_ *execution, cause string) {
 		return
 	}
 	jm.failure = cause
+	jm.consequence = consequence
+	jm.failedAttempt = jm.attempt
 	jm.failedAt = time.Now()
 	jm.log.Warn("job failing", "attempt", jm.attempt, "cause", cause)
 	jm.checkpointEvent(checkpointing.AttemptEnding{Reason: "the job is failing: " + cause})
@@ -870,21 +932,67 @@ func (jm *JobMaster) teardown() {
 	jm.settle()
 }
 
+// upgradeFailure makes cause, a root cause reported in the failing
+// attempt, the job's failure when what it shows is a consequence.
+func (jm *JobMaster) upgradeFailure(cause string) {
+	if !jm.consequence || jm.failedAttempt != jm.attempt || jm.state == Running || jm.state.Terminal() {
+		return
+	}
+	jm.log.Info("root cause of the failure found", "cause", cause, "consequence", jm.failure)
+	jm.failure = cause
+	jm.consequence = false
+}
+
 func (jm *JobMaster) cancelExec(x *execution) {
 	if x.cancelSent || execTerminal(x.state) {
 		return
 	}
 	x.cancelSent = true
 	x.state = ExecCanceling
-	slot, id, f := x.slot, x.id, jm.fencing()
+	if jm.unreachable[x.slot.ResourceID] {
+		jm.endUnreachable(x) // no confirmation can come
+		return
+	}
+	slot, id, f, attempt := x.slot, x.id, jm.fencing(), jm.attempt
 	jm.goBG(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), jm.cfg.RPCTimeout)
 		defer cancel()
 		if err := jm.cfg.Gateway.CancelTask(ctx, slot.RPCAddress, f, id); err != nil {
 			jm.log.Warn("cancel task failed", "execution", id, "tm_address", slot.RPCAddress, "err", err)
-			jm.noteCallErr(slot, err)
+			if jm.noteCallErr(slot, err) {
+				jm.send(evUnreachable{attempt: attempt, resourceID: slot.ResourceID})
+			}
 		}
 	})
+}
+
+// onUnreachable notes that a call of the attempt could not reach a
+// TaskManager: the tasks on it that are being canceled count as canceled
+// at once. Waiting for their confirmation would only run out the cancel
+// timeout, and their slots are held back already (SlotPool.
+// ReportUnreachable), so the restart cannot land on them; a TaskManager
+// that answers, however slowly, is still waited for up to the cancel
+// timeout.
+func (jm *JobMaster) onUnreachable(attempt int64, resourceID string) {
+	if attempt != jm.attempt {
+		return
+	}
+	if jm.unreachable == nil {
+		jm.unreachable = map[string]bool{}
+	}
+	jm.unreachable[resourceID] = true
+	for _, x := range jm.execs {
+		if x.cancelSent && !execTerminal(x.state) && x.slot.ResourceID == resourceID {
+			jm.endUnreachable(x)
+		}
+	}
+	jm.settle()
+}
+
+func (jm *JobMaster) endUnreachable(x *execution) {
+	jm.log.Warn("task manager unreachable; its task counts as canceled", "execution", x.id, "tm", x.slot.ResourceID)
+	jm.execEnded(x, ExecCanceled, fmt.Sprintf("task manager %s unreachable: counted as canceled", x.slot.ResourceID))
+	x.deployAcked = true
 }
 
 // settle moves the job on once every execution ended: a running job
@@ -1008,6 +1116,7 @@ func (jm *JobMaster) onRestart(attempt int64) {
 	}
 	jm.attempt++
 	jm.restarts++
+	jm.unreachable = nil // the pool holds their slots back until they heartbeat
 	jm.execs = nil
 	jm.byID = map[string]*execution{}
 	jm.splits = nil
@@ -1034,7 +1143,11 @@ func (jm *JobMaster) onLost(l resourcemanager.Lost) {
 	var hit *execution
 	for _, x := range jm.execs {
 		if gone(x.slot) && !execTerminal(x.state) {
-			jm.execEnded(x, ExecFailed, fmt.Sprintf("task manager %s lost (%s)", l.ResourceID, l.Reason))
+			if jm.state == Cancelling {
+				jm.execEnded(x, ExecCanceled, fmt.Sprintf("task manager %s lost (%s) while canceling", l.ResourceID, l.Reason))
+			} else {
+				jm.execEnded(x, ExecFailed, fmt.Sprintf("task manager %s lost (%s)", l.ResourceID, l.Reason))
+			}
 			x.deployAcked = true // nothing to cancel on a dead TaskManager
 			if hit == nil {
 				hit = x
@@ -1135,11 +1248,14 @@ func (jm *JobMaster) releaseSlots(slots []resourcemanager.Slot) {
 
 // noteCallErr tells the ResourceManager when a call failed because s's
 // TaskManager could not be reached, so that a restart does not get its
-// slots again before the heartbeat timeout declares it dead.
-func (jm *JobMaster) noteCallErr(s resourcemanager.Slot, err error) {
-	if errors.Is(err, rpcerr.ErrUnreachable) {
-		jm.cfg.Slots.ReportUnreachable(s.ResourceID)
+// slots again before the heartbeat timeout declares it dead. It reports
+// whether that was the case.
+func (jm *JobMaster) noteCallErr(s resourcemanager.Slot, err error) bool {
+	if !errors.Is(err, rpcerr.ErrUnreachable) {
+		return false
 	}
+	jm.cfg.Slots.ReportUnreachable(s.ResourceID)
+	return true
 }
 
 // publish refreshes the snapshot readers see.

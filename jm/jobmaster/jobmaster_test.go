@@ -39,6 +39,9 @@ type fakeGateway struct {
 	failDep   func(d control.Deployment) error // non-nil error fails that deploy
 	onRunning func(d control.Deployment)       // what the task does once RUNNING; nil: nothing
 	ignoreCxl bool                             // the TaskManager never confirms cancels
+	// onCancel, when set, plays the TaskManager's side of a cancel instead
+	// of confirming it; its error is the call's.
+	onCancel func(addr string, f control.FencingToken, id string) error
 	wg        sync.WaitGroup
 
 	// Checkpoints (see checkpoint_test.go).
@@ -84,8 +87,11 @@ func (g *fakeGateway) DeployTask(ctx context.Context, addr string, d control.Dep
 func (g *fakeGateway) CancelTask(ctx context.Context, addr string, f control.FencingToken, id string) error {
 	g.mu.Lock()
 	g.cancels = append(g.cancels, id)
-	ignore := g.ignoreCxl
+	ignore, hook := g.ignoreCxl, g.onCancel
 	g.mu.Unlock()
+	if hook != nil {
+		return hook(addr, f, id)
+	}
 	if !ignore {
 		g.wg.Add(1)
 		go func() {

@@ -429,17 +429,23 @@ func (e *Executor) run(ctx context.Context, t *runningTask) {
 	rep.send(control.TaskUpdate{State: control.TaskDeploying})
 	res, err := e.runTask(ctx, t, rep, log)
 	var final control.TaskUpdate
+	var failure *task.Failure
 	switch {
 	case err == nil:
 		final = control.TaskUpdate{State: control.TaskFinished, Accumulators: res.Accumulators, Collected: res.Collected, SinkParts: res.SinkParts}
 		log.Info("task finished", "collected", len(res.Collected))
+	case errors.As(err, &failure):
+		// It failed before any cancel: a cancel arriving since (the
+		// JobMaster reacting to what this failure caused) does not hide it.
+		final = control.TaskUpdate{State: control.TaskFailed, Failure: Describe(err), FailureKind: failure.Kind}
+		log.Warn("task failed", "err", err, "kind", failure.Kind)
 	case ctx.Err() != nil:
 		// Asked to stop: whatever the guest call returned on the way out
 		// (wazero closes the module when the context ends) is not a failure.
 		final = control.TaskUpdate{State: control.TaskCanceled}
 		log.Info("task canceled")
 	default:
-		final = control.TaskUpdate{State: control.TaskFailed, Failure: Describe(err)}
+		final = control.TaskUpdate{State: control.TaskFailed, Failure: Describe(err), FailureKind: task.Classify(err)}
 		log.Warn("task failed", "err", err)
 	}
 	remove()

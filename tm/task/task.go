@@ -176,11 +176,13 @@ type task struct {
 //
 // # Errors
 //
-// An error wrapping context.Canceled (or the context's other error) when
-// ctx ended; a *wasmhost.GuestError as the guest failed; otherwise what
-// went wrong, wrapped with the task's execution id (an invalid spec, a
+// A *Failure when the task failed while ctx was live, with its kind
+// (Classify), wrapping a *wasmhost.GuestError as the guest failed, or
+// otherwise what went wrong, wrapped with the task's execution id (a
 // module that cannot be fetched, an input or output that cannot be opened,
-// a split that cannot be read).
+// a split that cannot be read, a peer's failure). An error wrapping
+// context.Canceled (or the context's other error) when ctx ended first. An
+// invalid spec is reported as such, unclassified.
 func Run(ctx context.Context, spec Spec, deps Deps) (res Result, err error) {
 	t := &task{spec: spec, deps: deps, emitCtx: ctx, ctl: deps.Control, acks: deps.Checkpoints,
 		seen: map[chanKey]struct{}{}, ended: map[chanKey]struct{}{}, superseded: map[int64]struct{}{}}
@@ -196,7 +198,8 @@ func Run(ctx context.Context, spec Spec, deps Deps) (res Result, err error) {
 	}
 	t.log = log.With("job", spec.JobID, "task", spec.ExecutionID, "tenant", spec.Tenant, "subtask", spec.Subtask)
 	defer func() {
-		if err != nil && ctx.Err() != nil {
+		var f *Failure
+		if err != nil && ctx.Err() != nil && !errors.As(err, &f) {
 			// Whatever broke first, the task was canceled.
 			if !errors.Is(err, ctx.Err()) {
 				err = fmt.Errorf("task %s: %w (while: %v)", spec.ExecutionID, ctx.Err(), err)
@@ -209,20 +212,22 @@ func Run(ctx context.Context, spec Spec, deps Deps) (res Result, err error) {
 	}
 	t.startUploader(ctx)
 	defer t.cleanup(ctx)
+	// Each failure is classified here, before the deferred cleanup aborts
+	// the outputs and so causes consequences elsewhere.
 	if err := t.open(ctx); err != nil {
-		return Result{}, err
+		return Result{}, failed(ctx, err)
 	}
 	if deps.OnRunning != nil {
 		deps.OnRunning()
 	}
 	if err := t.run(ctx); err != nil {
-		return Result{}, err
+		return Result{}, failed(ctx, err)
 	}
 	if err := t.finish(ctx); err != nil {
-		return Result{}, err
+		return Result{}, failed(ctx, err)
 	}
 	if res.SinkParts, err = t.finishCheckpoints(ctx); err != nil {
-		return Result{}, err
+		return Result{}, failed(ctx, err)
 	}
 	res.Collected = t.collected
 	if t.inst != nil {

@@ -16,6 +16,7 @@ type TaskStateUpdate struct {
 	Accumulators map[string]int64     `thrift:"accumulators,5" frugal:"5,default,map<string:i64>" json:"accumulators"`
 	Collected    [][]byte             `thrift:"collected,6" frugal:"6,default,list<binary>" json:"collected"`
 	SinkParts    []*common.SinkPart   `thrift:"sink_parts,7" frugal:"7,default,list<common.SinkPart>" json:"sink_parts"`
+	FailureKind  string               `thrift:"failure_kind,8" frugal:"8,default,string" json:"failure_kind"`
 }
 
 func NewTaskStateUpdate() *TaskStateUpdate {
@@ -57,6 +58,10 @@ func (p *TaskStateUpdate) GetCollected() (v [][]byte) {
 func (p *TaskStateUpdate) GetSinkParts() (v []*common.SinkPart) {
 	return p.SinkParts
 }
+
+func (p *TaskStateUpdate) GetFailureKind() (v string) {
+	return p.FailureKind
+}
 func (p *TaskStateUpdate) SetFencing(val *common.FencingToken) {
 	p.Fencing = val
 }
@@ -78,6 +83,9 @@ func (p *TaskStateUpdate) SetCollected(val [][]byte) {
 func (p *TaskStateUpdate) SetSinkParts(val []*common.SinkPart) {
 	p.SinkParts = val
 }
+func (p *TaskStateUpdate) SetFailureKind(val string) {
+	p.FailureKind = val
+}
 
 func (p *TaskStateUpdate) IsSetFencing() bool {
 	return p.Fencing != nil
@@ -98,6 +106,7 @@ var fieldIDToName_TaskStateUpdate = map[int16]string{
 	5: "accumulators",
 	6: "collected",
 	7: "sink_parts",
+	8: "failure_kind",
 }
 
 type SourcePosition struct {

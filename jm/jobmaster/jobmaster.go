@@ -114,12 +114,12 @@ type JobMaster struct {
 	failedAttempt int64
 	// unreachable holds the TaskManagers a call of this attempt could not
 	// reach: their tasks are not waited for when they are canceled.
-	unreachable map[string]bool
-	restarter     *restarter
-	stateTimes    map[JobState]time.Time
-	start, end    time.Time
-	records       [][]byte
-	accumulators  map[string]int64
+	unreachable  map[string]bool
+	restarter    *restarter
+	stateTimes   map[JobState]time.Time
+	start, end   time.Time
+	records      [][]byte
+	accumulators map[string]int64
 
 	// cp is the checkpoint coordinator; cpWork holds the done channels of
 	// its metadata writes and commits in flight, cpExpiry what stops the
@@ -182,9 +182,9 @@ type (
 	evLost struct {
 		l resourcemanager.Lost
 	}
-	evCancel         struct{ reply chan error }
-	evCancelTimeout  struct{ attempt int64 }
-	evUnreachable    struct {
+	evCancel        struct{ reply chan error }
+	evCancelTimeout struct{ attempt int64 }
+	evUnreachable   struct {
 		attempt    int64
 		resourceID string
 	}

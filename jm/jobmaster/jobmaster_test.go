@@ -42,7 +42,7 @@ type fakeGateway struct {
 	// onCancel, when set, plays the TaskManager's side of a cancel instead
 	// of confirming it; its error is the call's.
 	onCancel func(addr string, f control.FencingToken, id string) error
-	wg        sync.WaitGroup
+	wg       sync.WaitGroup
 
 	// Checkpoints (see checkpoint_test.go).
 	triggers     []triggerCall

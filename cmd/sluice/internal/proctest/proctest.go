@@ -175,6 +175,9 @@ func (p *Proc) Kill() {
 	<-p.done
 }
 
+// Stderr returns what the process wrote to stderr so far (its log).
+func (p *Proc) Stderr() string { return p.stderr.String() }
+
 // Alive reports whether the process is still running.
 func (p *Proc) Alive() bool {
 	select {
@@ -351,15 +354,24 @@ func (c *Cluster) Blob() blob.Store {
 	return s
 }
 
-// StartTaskManager starts a `sluice tm` with slots slots; see
-// localtest.Cluster.
+// StartTaskManager starts a `sluice tm` with slots slots, caching
+// modules in the directory every TaskManager of the test binary shares;
+// see localtest.Cluster.
 func (c *Cluster) StartTaskManager(slots int) int {
+	c.t.Helper()
+	return c.StartTaskManagerCache(slots, filepath.Join(Dir(c.t), "cache"))
+}
+
+// StartTaskManagerCache is StartTaskManager with its own module cache
+// directory: an empty one gives a TaskManager that compiles every module
+// cold.
+func (c *Cluster) StartTaskManagerCache(slots int, cacheDir string) int {
 	c.t.Helper()
 	c.mu.Lock()
 	n := len(c.TMs)
 	c.mu.Unlock()
 	p := StartProc(c.t, c.Env, fmt.Sprintf("tm%d", n), "tm", "--listen", "127.0.0.1:0",
-		"--slots", fmt.Sprint(slots), "--blob", c.BlobURL, "--cache-dir", filepath.Join(Dir(c.t), "cache"))
+		"--slots", fmt.Sprint(slots), "--blob", c.BlobURL, "--cache-dir", cacheDir)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.TMs = append(c.TMs, p)

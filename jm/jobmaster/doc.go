@@ -28,11 +28,19 @@
 //	                    │   (or cancel timeout)      │    (strategy allows)
 //	                    │                            │
 //	                    └── strategy gives up ───────┴──► FAILED (root cause kept)
+//	a task failing while CANCELLING ends CANCELED, not FAILED
 //	slots not to be had (RUNNING, before deployment) ────► FAILED
 //	canceled while the final sink commit cannot finish ──► FAILED
 //	JobManager shutting down (any live state) ───────────► SUSPENDED
 //
 // # Restarts
+//
+// The first failure reported fails the attempt; the first cause reported
+// in it is the job's failure (control.FailureKind: a task's report of a
+// failure elsewhere, such as an aborted channel, is a consequence, which a
+// later cause replaces). Tasks on a TaskManager a cancel call cannot reach
+// count as canceled at once; the cancel timeout bounds the wait for the
+// others.
 //
 // On failure every task of the attempt is canceled and every slot freed;
 // the restart strategy (none, fixed-delay, exponential-delay, failure-rate;

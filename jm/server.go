@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/blob"
+	"github.com/sluicehq/sluice/internal/admit"
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/rpcserver"
@@ -38,8 +39,15 @@ type Config struct {
 	// Runtime compiles modules and runs their plans. Nil means New creates
 	// one (without an on-disk cache) and Close closes it.
 	Runtime *wasmhost.Runtime
-	// PlanLimits bound the sandbox a module's plan runs in.
+	// PlanLimits bound the sandbox a module's plan runs in; a tenant's
+	// memory_bytes, call_timeout_ms and state_bytes quotas narrow them for
+	// its plans.
 	PlanLimits wasmhost.Limits
+	// MaxPlans and MaxPlansPerTenant bound how many plans run at once, in
+	// all and for one tenant (defaults DefaultMaxPlans,
+	// DefaultMaxPlansPerTenant); more wait, and a tenant with too many
+	// waiting is refused with ResourceExhausted.
+	MaxPlans, MaxPlansPerTenant int
 	// Planner replaces Runtime, for tests.
 	Planner dispatcher.Planner
 
@@ -128,7 +136,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			}
 			s.ownRT = rt
 		}
-		planner = wasmPlanner{rt: rt, lim: cfg.PlanLimits}
+		if cfg.MaxPlans <= 0 {
+			cfg.MaxPlans = DefaultMaxPlans
+		}
+		if cfg.MaxPlansPerTenant <= 0 {
+			cfg.MaxPlansPerTenant = DefaultMaxPlansPerTenant
+		}
+		planner = wasmPlanner{rt: rt, lim: cfg.PlanLimits, plans: admit.New(cfg.MaxPlans, cfg.MaxPlansPerTenant, planQueue)}
 	}
 	if cfg.Auth == nil {
 		cfg.Auth = rpc.TokenAuth{Tenants: cfg.Tenants, Secret: cfg.Secret}

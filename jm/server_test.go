@@ -24,6 +24,7 @@ import (
 	rmclient "github.com/sluicehq/sluice/idl/kitex_gen/sluice/resourcemanager/resourcemanager"
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/taskexecutor"
 	tesvc "github.com/sluicehq/sluice/idl/kitex_gen/sluice/taskexecutor/taskexecutor"
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/internal/rpcserver"
@@ -290,8 +291,8 @@ func startTE(t *testing.T, jmAddr string, id string, slots int, hang bool) *fake
 // =hash=> reduce -> collect sink, with the args as the source's paths.
 type graphPlanner struct{ reduceP int }
 
-func (graphPlanner) Validate(ctx context.Context, wasm []byte) error { return nil }
-func (p graphPlanner) Plan(ctx context.Context, wasm []byte, args []string) (*jobgraph.Graph, error) {
+func (graphPlanner) Validate(ctx context.Context, tenant string, wasm []byte) error { return nil }
+func (p graphPlanner) Plan(ctx context.Context, tenant string, wasm []byte, args []string, lim control.TaskLimits) (*jobgraph.Graph, error) {
 	paths, _ := json.Marshal(args)
 	return &jobgraph.Graph{
 		Name: "wc",

@@ -2,10 +2,12 @@ package wasmhost
 
 import (
 	"log/slog"
+	"runtime"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/abi"
 	"github.com/sluicehq/sluice/internal/jobgraph"
+	"github.com/sluicehq/sluice/wasmhost/internal/validate"
 )
 
 // Defaults for a zero Limits field.
@@ -24,14 +26,105 @@ type RuntimeConfig struct {
 	maxMemoryBytes uint64
 	maxModuleBytes int
 	logger         *slog.Logger
+
+	compileTimeout  time.Duration
+	compileGlobal   int
+	compilePerOwner int
+	compileQueue    int
+	compileWorkers  int
+	cachedModules   int
+	// limits are the structural limits; zero means validate.DefaultLimits.
+	limits validate.Shape
 }
+
+// Defaults of the compile path; see the With methods.
+const (
+	DefaultCompileTimeout = 5 * time.Minute
+	DefaultCachedModules  = 16
+)
 
 // NewRuntimeConfig returns the defaults: no on-disk cache, instances capped
 // at 4 GiB of linear memory at most (each instance's own cap comes from its
 // Limits), modules up to 64 MiB, logs discarded unless a task brings its own
 // logger.
 func NewRuntimeConfig() RuntimeConfig {
-	return RuntimeConfig{maxMemoryBytes: 4 << 30, maxModuleBytes: 64 << 20}
+	procs := runtime.GOMAXPROCS(0)
+	return RuntimeConfig{
+		maxMemoryBytes: 4 << 30, maxModuleBytes: 64 << 20,
+		compileTimeout: DefaultCompileTimeout,
+		compileGlobal:  max(2, procs), compilePerOwner: 1, compileQueue: 8,
+		compileWorkers: min(max(2, procs), 4),
+		cachedModules:  DefaultCachedModules,
+	}
+}
+
+func (c RuntimeConfig) withCompileDefaults(def RuntimeConfig) RuntimeConfig {
+	if c.compileTimeout <= 0 {
+		c.compileTimeout = def.compileTimeout
+	}
+	if c.compileGlobal <= 0 {
+		c.compileGlobal = def.compileGlobal
+	}
+	if c.compilePerOwner <= 0 {
+		c.compilePerOwner = def.compilePerOwner
+	}
+	if c.compileQueue <= 0 {
+		c.compileQueue = def.compileQueue
+	}
+	if c.compileWorkers < 2 {
+		c.compileWorkers = def.compileWorkers
+	}
+	if c.cachedModules <= 0 {
+		c.cachedModules = def.cachedModules
+	}
+	if c.limits == (validate.Shape{}) {
+		c.limits = validate.DefaultLimits()
+	}
+	return c
+}
+
+// withModuleLimits replaces the structural limits, for tests and
+// measurements.
+func (c RuntimeConfig) withModuleLimits(l validate.Shape) RuntimeConfig {
+	c.limits = l
+	return c
+}
+
+// WithCompileTimeout bounds validating, instrumenting and compiling one
+// module (default DefaultCompileTimeout). A module that takes longer is
+// refused with ErrInvalidModule; the structural limits (docs/SECURITY.md)
+// keep a module within them far below it on any reasonable machine.
+func (c RuntimeConfig) WithCompileTimeout(d time.Duration) RuntimeConfig {
+	c.compileTimeout = d
+	return c
+}
+
+// WithCompileConcurrency bounds how many modules compile at once: total in
+// all (default GOMAXPROCS, at least 2), perOwner for one owner (a tenant;
+// default 1), and queue callers of one owner waiting for a place (default
+// 8; more get ErrBusy). Zero keeps a default. So one tenant's uploads cannot
+// hold every compile place while another tenant's wait.
+func (c RuntimeConfig) WithCompileConcurrency(total, perOwner, queue int) RuntimeConfig {
+	if total > 0 {
+		c.compileGlobal = total
+	}
+	if perOwner > 0 {
+		c.compilePerOwner = perOwner
+	}
+	if queue > 0 {
+		c.compileQueue = queue
+	}
+	return c
+}
+
+// WithCachedModules is how many compiled modules the runtime keeps after
+// their last use (default DefaultCachedModules, least recently used go
+// first). A module still held, by a task or a caller, stays findable by
+// digest whatever the number; one nobody holds is freed. So uploads of
+// ever new modules cannot pin unbounded memory.
+func (c RuntimeConfig) WithCachedModules(n int) RuntimeConfig {
+	c.cachedModules = n
+	return c
 }
 
 // WithCacheDir keeps compiled machine code in dir, so a module compiled once

@@ -29,6 +29,9 @@ var (
 	ErrGuestFailed = errors.New("guest reported failure")
 	// ErrInvalidModule: Compile rejected the module; the message says why.
 	ErrInvalidModule = errors.New("invalid module")
+	// ErrBusy: the runtime has as many compiles of the caller's owner
+	// running and waiting as it allows; retry when one ends.
+	ErrBusy = errors.New("too many compiles in progress")
 	// ErrClosed: the instance was closed, or failed before.
 	ErrClosed = errors.New("instance closed")
 )

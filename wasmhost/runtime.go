@@ -7,13 +7,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
+	"time"
+	"weak"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/sluicehq/sluice/internal/abi"
+	"github.com/sluicehq/sluice/internal/admit"
 	"github.com/sluicehq/sluice/wasmhost/internal/rewrite"
 	"github.com/sluicehq/sluice/wasmhost/internal/validate"
 	"github.com/sluicehq/sluice/wasmhost/internal/wasmbin"
@@ -36,13 +41,27 @@ type Runtime struct {
 	maxPages  uint32
 	logger    *slog.Logger
 
-	mu       sync.Mutex
-	modules  map[string]*Module
+	// gate bounds concurrent compiles, per owner (tenant) and in all. A
+	// place is held until wazero returns, also after the caller gave up.
+	gate *admit.Gate
+	// stop ends compiles still running when the runtime closes; wg waits
+	// for them.
+	stop     context.Context
+	stopFunc context.CancelFunc
+	wg       sync.WaitGroup
+
+	mu sync.Mutex
+	// modules finds every compiled module still reachable by digest; a
+	// module nobody holds is closed by the cleanup of its Module. recent
+	// holds the last cfg.cachedModules compiled or used, so they stay.
+	modules  map[string]weak.Pointer[Module]
+	recent   []*Module
 	inflight map[string]*compileCall
 	closed   bool
 }
 
 type compileCall struct {
+	ctx  context.Context // ends at the timeout, with its starter or when the runtime closes
 	done chan struct{}
 	m    *Module
 	err  error
@@ -62,6 +81,7 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 	if cfg.maxModuleBytes == 0 {
 		cfg.maxModuleBytes = def.maxModuleBytes
 	}
+	cfg = cfg.withCompileDefaults(def)
 	pages := cfg.maxMemoryBytes / pageSize
 	if pages > 65536 {
 		pages = 65536
@@ -76,10 +96,12 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 		WithCoreFeatures(api.CoreFeaturesV2)
 	rt := &Runtime{
 		cfg: cfg, maxPages: uint32(pages),
-		modules: make(map[string]*Module), inflight: make(map[string]*compileCall),
+		modules: make(map[string]weak.Pointer[Module]), inflight: make(map[string]*compileCall),
 		hostFuncs: make(map[string]api.FunctionDefinition),
 		logger:    cfg.logger,
+		gate:      admit.New(cfg.compileGlobal, cfg.compilePerOwner, cfg.compileQueue),
 	}
+	rt.stop, rt.stopFunc = context.WithCancel(context.WithoutCancel(ctx))
 	if rt.logger == nil {
 		rt.logger = discardLogger()
 	}
@@ -110,12 +132,18 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 	return rt, nil
 }
 
-// Close closes every instance and compiled module of the runtime.
+// Close closes every instance and compiled module of the runtime. Compiles
+// in progress are canceled, and Close waits for them.
 func (rt *Runtime) Close(ctx context.Context) error {
 	rt.mu.Lock()
 	rt.closed = true
-	rt.modules = map[string]*Module{}
+	rt.modules = map[string]weak.Pointer[Module]{}
+	rt.recent = nil
 	rt.mu.Unlock()
+	if rt.stopFunc != nil {
+		rt.stopFunc()
+	}
+	rt.wg.Wait()
 	var err error
 	if rt.r != nil {
 		err = rt.r.Close(ctx)
@@ -132,53 +160,177 @@ func digest(wasm []byte) string {
 	return "sha256-" + hex.EncodeToString(sum[:])
 }
 
-// Compile validates and compiles a module, or returns the one compiled
-// before from the same bytes. Machine code is also kept in the on-disk cache
-// when the runtime has one.
+// Compile is CompileFor with no owner: the compile shares the places of
+// the runtime's compile gate with every other caller without an owner.
 //
 // # Errors
 //
-// ErrInvalidModule, with a message that names the problem, when wasm is not
-// WebAssembly, does not declare sluice_abi_v1, lacks an export of the ABI or
-// has one with the wrong signature, or imports anything but the host
-// functions of the ABI and the allowed WASI subset (docs/ABI.md).
+// As CompileFor's.
 func (rt *Runtime) Compile(ctx context.Context, wasm []byte) (*Module, error) {
+	return rt.CompileFor(ctx, "", wasm)
+}
+
+// CompileFor validates and compiles a module on behalf of owner (a tenant),
+// or returns the one compiled before from the same bytes. Machine code is
+// also kept in the on-disk cache when the runtime has one.
+//
+// The module is first checked against the host's structural limits
+// (docs/SECURITY.md, "Module limits"), in one pass before anything else
+// reads it, then instrumented and compiled by wazero under the runtime's
+// compile timeout. At most the runtime's compile concurrency of compiles
+// run at once, and fewer for one owner: a caller beyond them waits, or is
+// refused with ErrBusy when too many of its owner already wait. CompileFor
+// returns when ctx ends or the timeout passes, without waiting for wazero;
+// the compile stops at the next function it would compile, and its place
+// is given back then.
+//
+// # Errors
+//
+//   - ErrInvalidModule, with a message that names the problem, when wasm is
+//     not WebAssembly, is above a structural limit (naming the limit, the
+//     value found and the function), takes longer than the compile timeout,
+//     does not declare sluice_abi_v1, lacks an export of the ABI or has one
+//     with the wrong signature, or imports anything but the host functions
+//     of the ABI and the allowed WASI subset (docs/ABI.md).
+//   - ErrBusy when owner has too many compiles running and waiting.
+//   - ctx's error when it ends first.
+func (rt *Runtime) CompileFor(ctx context.Context, owner string, wasm []byte) (*Module, error) {
 	if err := rt.precheck(wasm); err != nil {
 		return nil, err
 	}
 	digest := digest(wasm)
-	rt.mu.Lock()
-	if rt.closed {
-		rt.mu.Unlock()
-		return nil, errors.New("wasmhost: runtime closed")
-	}
-	if m, ok := rt.modules[digest]; ok {
-		rt.mu.Unlock()
-		return m, nil
-	}
-	if c, ok := rt.inflight[digest]; ok {
-		rt.mu.Unlock()
+	for {
+		m, c, err := rt.cached(digest)
+		if m != nil || err != nil {
+			return m, err
+		}
+		if c == nil {
+			// The structural check first, outside the gate: it is one cheap
+			// pass, so a module above the limits never takes a compile place.
+			if err := rt.structure(ctx, wasm); err != nil {
+				return nil, err
+			}
+			release, err := rt.gate.Acquire(ctx, owner)
+			if err != nil {
+				if errors.Is(err, admit.ErrBusy) {
+					return nil, fmt.Errorf("%w (%v); retry when one ends", ErrBusy, err)
+				}
+				return nil, err
+			}
+			if c, err = rt.startCompile(ctx, wasm, digest, release); err != nil {
+				return nil, err
+			}
+			if c == nil {
+				continue // compiled or started by another caller meanwhile
+			}
+		}
 		select {
 		case <-c.done:
+			if c.err != nil && isCtxErr(c.err) && ctx.Err() == nil {
+				continue // its starter gave up: compile it ourselves
+			}
 			return c.m, c.err
+		case <-c.ctx.Done():
+			// Return at the timeout without waiting for wazero to stop.
+			if errors.Is(context.Cause(c.ctx), errCompileTimeout) {
+				return nil, rt.timeoutErr()
+			}
+			select {
+			case <-c.done:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 	}
-	c := &compileCall{done: make(chan struct{})}
-	rt.inflight[digest] = c
-	rt.mu.Unlock()
+}
 
-	c.m, c.err = rt.compile(ctx, wasm, digest)
+var errCompileTimeout = errors.New("compile timeout")
 
+func (rt *Runtime) timeoutErr() error {
+	return fmt.Errorf("%w: compiling took longer than the host's limit of %s (the compile timeout); the module is too big or too deeply nested to compile in time: see docs/SECURITY.md, \"Module limits\"", ErrInvalidModule, rt.cfg.compileTimeout)
+}
+
+func isCtxErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// cached returns the compiled module of digest or the compile of it in
+// progress, or neither.
+func (rt *Runtime) cached(digest string) (*Module, *compileCall, error) {
 	rt.mu.Lock()
-	delete(rt.inflight, digest)
-	if c.err == nil && !rt.closed {
-		rt.modules[digest] = c.m
+	defer rt.mu.Unlock()
+	if rt.closed {
+		return nil, nil, errors.New("wasmhost: runtime closed")
 	}
+	if m := rt.modules[digest].Value(); m != nil {
+		rt.touchLocked(m)
+		return m, nil, nil
+	}
+	return nil, rt.inflight[digest], nil
+}
+
+// touchLocked makes m the most recently used module.
+func (rt *Runtime) touchLocked(m *Module) {
+	for i, o := range rt.recent {
+		if o == m {
+			rt.recent = append(rt.recent[:i], rt.recent[i+1:]...)
+			break
+		}
+	}
+	rt.recent = append(rt.recent, m)
+	if len(rt.recent) > rt.cfg.cachedModules {
+		rt.recent = append(rt.recent[:0], rt.recent[len(rt.recent)-rt.cfg.cachedModules:]...)
+	}
+}
+
+// startCompile compiles wasm in a goroutine holding the gate place release
+// gives back. It returns nil, and gives the place back, when the module
+// was compiled or its compile started by another caller while this one
+// waited for the gate.
+func (rt *Runtime) startCompile(ctx context.Context, wasm []byte, digest string, release func()) (*compileCall, error) {
+	rt.mu.Lock()
+	if rt.closed {
+		rt.mu.Unlock()
+		release()
+		return nil, errors.New("wasmhost: runtime closed")
+	}
+	if rt.modules[digest].Value() != nil || rt.inflight[digest] != nil {
+		rt.mu.Unlock()
+		release()
+		return nil, nil
+	}
+	cctx, cancel := context.WithCancelCause(rt.stop)
+	timer := time.AfterFunc(rt.cfg.compileTimeout, func() { cancel(errCompileTimeout) })
+	stopWithCaller := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	c := &compileCall{done: make(chan struct{}), ctx: cctx}
+	rt.inflight[digest] = c
+	rt.wg.Add(1)
 	rt.mu.Unlock()
-	close(c.done)
-	return c.m, c.err
+
+	go func() {
+		defer rt.wg.Done()
+		defer release()
+		m, err := rt.compile(cctx, wasm, digest, true)
+		timer.Stop()
+		stopWithCaller()
+		if err != nil && errors.Is(context.Cause(cctx), errCompileTimeout) {
+			err = rt.timeoutErr()
+		}
+		rt.mu.Lock()
+		delete(rt.inflight, digest)
+		if err == nil && !rt.closed {
+			rt.modules[digest] = weak.Make(m)
+			rt.touchLocked(m)
+		}
+		c.m, c.err = m, err
+		close(c.done)
+		rt.mu.Unlock()
+		cancel(nil)
+	}()
+	return c, nil
 }
 
 // check validates wasm as Compile does without keeping the result.
@@ -187,12 +339,12 @@ func (rt *Runtime) check(ctx context.Context, wasm []byte) error {
 		return err
 	}
 	rt.mu.Lock()
-	_, ok := rt.modules[digest(wasm)]
+	ok := rt.modules[digest(wasm)].Value() != nil
 	rt.mu.Unlock()
 	if ok {
 		return nil
 	}
-	m, err := rt.compile(ctx, wasm, "")
+	m, err := rt.compile(ctx, wasm, "", false)
 	if err != nil {
 		return err
 	}
@@ -209,7 +361,21 @@ func (rt *Runtime) precheck(wasm []byte) error {
 	return nil
 }
 
-func (rt *Runtime) compile(ctx context.Context, wasm []byte, digest string) (*Module, error) {
+// structure checks wasm against the runtime's structural limits.
+func (rt *Runtime) structure(ctx context.Context, wasm []byte) error {
+	if _, err := validate.Structure(ctx, wasm, rt.cfg.limits); err != nil {
+		if isCtxErr(err) {
+			return err
+		}
+		// Not safe to hand to wazero's decoder, or too big to compile.
+		return fmt.Errorf("%w: %w", ErrInvalidModule, err)
+	}
+	return nil
+}
+
+// compile validates, instruments and compiles wasm; checked says the
+// structural check already passed.
+func (rt *Runtime) compile(ctx context.Context, wasm []byte, digest string, checked bool) (*Module, error) {
 	// wazero's message about the module as the guest wrote it, for when the
 	// instrumented one does not compile.
 	original := func(fallback error) error {
@@ -223,16 +389,26 @@ func (rt *Runtime) compile(ctx context.Context, wasm []byte, digest string) (*Mo
 		}
 		return fmt.Errorf("%w: %v", ErrInvalidModule, fallback)
 	}
-	if err := validate.Structure(wasm); err != nil {
-		// Not safe to hand to wazero's decoder.
-		return nil, fmt.Errorf("%w: %v", ErrInvalidModule, err)
+	if !checked {
+		if err := rt.structure(ctx, wasm); err != nil {
+			return nil, err
+		}
 	}
 	inst, err := rewrite.Instrument(wasm, validate.MaxTableElements)
 	if err != nil {
 		return nil, original(err)
 	}
-	cm, err := rt.r.CompileModule(ctx, inst)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	// With two or more workers wazero checks ctx between functions, so a
+	// canceled or timed-out compile stops within one function's compile;
+	// with one it would run to the end.
+	cm, err := rt.r.CompileModule(experimental.WithCompilationWorkers(ctx, rt.cfg.compileWorkers), inst)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		return nil, original(err)
 	}
 	if err := validate.ABI(wasm, cm, rt.hostFuncs, rt.maxPages); err != nil {
@@ -243,5 +419,10 @@ func (rt *Runtime) compile(ctx context.Context, wasm []byte, digest string) (*Mo
 	exports := cm.ExportedFunctions()
 	_, m.hasInit = exports[abi.ExportInitialize]
 	m.minMemory = uint64(cm.ExportedMemories()[abi.ExportMemory].Min()) * pageSize
+	if digest != "" {
+		// Once no cache, task or caller holds m, its machine code goes.
+		// The runtime's Close closes whatever is left.
+		runtime.AddCleanup(m, func(cm wazero.CompiledModule) { cm.Close(context.Background()) }, cm)
+	}
 	return m, nil
 }

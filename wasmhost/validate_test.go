@@ -63,7 +63,7 @@ func TestCompileRejects(t *testing.T) {
 		// allocate for them before noticing.
 		{"import count bomb", []byte("\x00asm\x01\x00\x00\x00\x02\x05\xff\xff\xff\xff\x0f"), "section 2: truncated"},
 		{"name section bomb", []byte("\x00asm\x01\x00\x00\x00\x00\x0c\x04name\x01\x05\xff\xff\xff\xff\x0f"), "name section"},
-		{"locals bomb", withFuncs(func(m *hModule) { m.funcs[2].localCount = 1<<32 - 1 }), "more than 50000"},
+		{"locals bomb", withFuncs(func(m *hModule) { m.funcs[2].localCount = 1<<32 - 1 }), "above the host's limit of 50000"},
 		{"no memory export", withFuncs(func(m *hModule) { m.memoryExport = "mem" }), `missing export "memory"`},
 		{"no memory", withFuncs(func(m *hModule) { m.noMemory = true }), "module has no linear memory"},
 	} {

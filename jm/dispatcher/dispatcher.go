@@ -43,13 +43,16 @@ const (
 // JobManager implements it with wasmhost; tests use fakes.
 type Planner interface {
 	// Validate checks that wasm is a module the cluster can run (it
-	// compiles, declares the ABI version, imports only the host ABI).
-	// Errors should wrap rpcerr.ErrInvalidModule.
-	Validate(ctx context.Context, wasm []byte) error
-	// Plan runs the module's plan export with args, under the sandbox's
-	// limits, and returns the job graph it declared. A guest failure
-	// should wrap rpcerr.ErrInvalidArgument and carry the guest's message.
-	Plan(ctx context.Context, wasm []byte, args []string) (*jobgraph.Graph, error)
+	// compiles, declares the ABI version, imports only the host ABI), on
+	// behalf of tenant. Errors should wrap rpcerr.ErrInvalidModule; a
+	// tenant with too much work in progress gets rpcerr.ErrResourceExhausted.
+	Validate(ctx context.Context, tenant string, wasm []byte) error
+	// Plan runs the module's plan export with args for tenant, under the
+	// sandbox's limits narrowed by the tenant's lim, and returns the job
+	// graph it declared. A guest failure should wrap
+	// rpcerr.ErrInvalidArgument and carry the guest's message; a tenant
+	// with too many plans in progress gets rpcerr.ErrResourceExhausted.
+	Plan(ctx context.Context, tenant string, wasm []byte, args []string, lim control.TaskLimits) (*jobgraph.Graph, error)
 }
 
 // Resources is the ResourceManager as the Dispatcher sees it.
@@ -215,7 +218,7 @@ func (d *Dispatcher) UploadModule(ctx context.Context, tenant string, wasm []byt
 	if len(wasm) < 8 || !bytes.Equal(wasm[:4], []byte("\x00asm")) {
 		return "", 0, rpcerr.Errorf(rpcerr.ErrInvalidModule, "invalid module: not a WebAssembly binary (no \\0asm header): build it with GOOS=wasip1 GOARCH=wasm")
 	}
-	if err := d.cfg.Planner.Validate(ctx, wasm); err != nil {
+	if err := d.cfg.Planner.Validate(ctx, tenant, wasm); err != nil {
 		if rpcerr.CodeOf(err) == rpcerr.CodeUnknown {
 			err = rpcerr.Errorf(rpcerr.ErrInvalidModule, "invalid module: %w", err)
 		}
@@ -265,7 +268,7 @@ func (d *Dispatcher) SubmitJob(ctx context.Context, tenant string, s Submission)
 	if err != nil {
 		return "", err
 	}
-	g, err := d.cfg.Planner.Plan(ctx, wasm, s.Args)
+	g, err := d.cfg.Planner.Plan(ctx, tenant, wasm, s.Args, d.quotas(tenant).Limits)
 	if err != nil {
 		if rpcerr.CodeOf(err) == rpcerr.CodeUnknown {
 			err = rpcerr.Errorf(rpcerr.ErrInvalidArgument, "plan of module %s failed: %w", s.ModuleDigest, err)

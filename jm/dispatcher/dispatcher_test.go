@@ -29,14 +29,14 @@ type fakePlanner struct {
 	graphs map[string]*jobgraph.Graph
 }
 
-func (p *fakePlanner) Validate(ctx context.Context, wasm []byte) error {
+func (p *fakePlanner) Validate(ctx context.Context, tenant string, wasm []byte) error {
 	if bytes.Contains(wasm, []byte("no-abi")) {
 		return errors.New("module does not export sluice_abi_v1: build it with the Sluice SDK")
 	}
 	return nil
 }
 
-func (p *fakePlanner) Plan(ctx context.Context, wasm []byte, args []string) (*jobgraph.Graph, error) {
+func (p *fakePlanner) Plan(ctx context.Context, tenant string, wasm []byte, args []string, lim control.TaskLimits) (*jobgraph.Graph, error) {
 	if len(args) == 0 {
 		return nil, errors.New("guest plan trapped: index out of range\nwasm stack: main.plan")
 	}

@@ -84,7 +84,9 @@ func (c *ModuleCache) load(ctx context.Context, tenant, digest string) (*wasmhos
 	if err != nil {
 		return nil, err
 	}
-	mod, err := c.rt.Compile(ctx, wasm)
+	// The tenant owns the compile: its compiles share the runtime's places
+	// with other tenants' only up to the per-tenant bound.
+	mod, err := c.rt.CompileFor(ctx, tenant, wasm)
 	if err != nil {
 		return nil, fmt.Errorf("compile module %s: %w", digest, err)
 	}

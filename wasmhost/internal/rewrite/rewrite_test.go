@@ -62,7 +62,7 @@ func TestInstrumentedModuleRunsAndStops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := validate.Structure(out); err != nil {
+	if err := structureErr(out, validate.NoLimits()); err != nil {
 		t.Fatalf("the instrumented module fails Structure: %v", err)
 	}
 	if n := bytes.Count(out, fuelCheck(0, 1)); n != 2 {
@@ -135,15 +135,20 @@ func FuzzInstrument(f *testing.F) {
 	f.Add(testModule{}.bytes())
 	f.Add(testModule{extra: [][]byte{sect(wasmbin.SectionTable, 1, 0x70, 1, 1, 2)}}.bytes())
 	f.Fuzz(func(t *testing.T, wasm []byte) {
-		if validate.Structure(wasm) != nil {
+		if structureErr(wasm, validate.DefaultLimits()) != nil {
 			return
 		}
 		out, err := Instrument(wasm, validate.MaxTableElements)
 		if err != nil {
 			return
 		}
-		if err := validate.Structure(out); err != nil {
+		if err := structureErr(out, validate.NoLimits()); err != nil {
 			t.Fatalf("Structure accepts the module but not its instrumented version: %v", err)
 		}
 	})
+}
+
+func structureErr(wasm []byte, lim validate.Shape) error {
+	_, err := validate.Structure(context.Background(), wasm, lim)
+	return err
 }

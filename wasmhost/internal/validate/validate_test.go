@@ -52,12 +52,12 @@ func TestStructure(t *testing.T) {
 		{"trailing bytes", module(sect(wasmbin.SectionFunction, 1, 0, 0)), "section 3: 1 trailing bytes"},
 		{"unknown section", module(sect(14)), "unknown section id 14"},
 		{"data segment mode", module(sect(wasmbin.SectionData, 1, 3)), "data segment mode 3"},
-		{"locals bomb", oneFunc(append(append([]byte{1}, u(1<<32-1)...), 0x7f)...), "function 0 has 4294967295 locals, more than 50000"},
+		{"locals bomb", oneFunc(append(append([]byte{1}, u(1<<32-1)...), 0x7f)...), "function 0: locals 4294967295 is above the host's limit of 50000 (module limit Locals"},
 		{"locals at the limit", oneFunc(append(append([]byte{1}, u(MaxLocals)...), 0x7f)...), ""},
-		{"big table", module(sect(wasmbin.SectionTable, append([]byte{1, 0x70, 0}, u(MaxTableElements+1)...)...)), "table 0 starts with 1048577 elements"},
+		{"big table", module(sect(wasmbin.SectionTable, append([]byte{1, 0x70, 0}, u(MaxTableElements+1)...)...)), "table 0: initial table elements 1048577 is above the host's limit of 1048576"},
 		{"shared table", module(sect(wasmbin.SectionTable, 1, 0x70, 3, 1, 2)), "table 0: unsupported limits flags 0x3"},
 	} {
-		err := Structure(tc.wasm)
+		_, err := Structure(context.Background(), tc.wasm, DefaultLimits())
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%s: %v", tc.name, err)
@@ -71,7 +71,7 @@ func TestStructure(t *testing.T) {
 func FuzzStructure(f *testing.F) {
 	f.Add(oneFunc(0))
 	f.Add([]byte("\x00asm\x01\x00\x00\x00\x00\x0c\x04name\x01\x05\xff\xff\xff\xff\x0f"))
-	f.Fuzz(func(t *testing.T, wasm []byte) { Structure(wasm) })
+	f.Fuzz(func(t *testing.T, wasm []byte) { Structure(context.Background(), wasm, DefaultLimits()) })
 }
 
 func TestABI(t *testing.T) {

@@ -120,6 +120,9 @@ func plan(env *guest.Env) {
 			Collect("out")
 	case "hostile":
 		in().Map("hostile", hostile(env.Args()[1])).Collect("out")
+	case "plan-hostile": // the plan itself misbehaves
+		hostile(env.Args()[1])(guest.Record{})
+		in().Collect("out")
 	default:
 		panic("unknown mode " + mode)
 	}

@@ -103,15 +103,7 @@ func (in *Instance) Open(ctx context.Context) error {
 	if in.opened {
 		return errors.New("open: already open")
 	}
-	ids := make([]int, len(in.cfg.Chain))
-	for i, v := range in.cfg.Chain {
-		ids[i] = v.ID
-	}
-	info, err := sonic.ConfigStd.Marshal(abi.TaskInfo{
-		JobID: in.cfg.JobID, Task: in.cfg.TaskName, Chain: ids,
-		Subtask: in.cfg.Subtask, Parallelism: in.cfg.Parallelism, MaxParallelism: in.cfg.MaxParallelism,
-		KeyGroupStart: in.keyGroupStart, KeyGroupEnd: in.keyGroupEnd, Args: in.cfg.Args,
-	})
+	info, err := in.taskInfo()
 	if err != nil {
 		return err
 	}
@@ -127,6 +119,22 @@ func (in *Instance) Open(ctx context.Context) error {
 	}
 	in.opened = true
 	return nil
+}
+
+// taskInfo is the abi.TaskInfo JSON sluice_open gets. Strings are escaped
+// only where JSON requires it (quote, backslash, control characters), not
+// HTML-safe as Go's encoders do by default: a guest's hand-written reader
+// sees "<" as "<", not "\u003c".
+func (in *Instance) taskInfo() ([]byte, error) {
+	ids := make([]int, len(in.cfg.Chain))
+	for i, v := range in.cfg.Chain {
+		ids[i] = v.ID
+	}
+	return sonic.Config{ValidateString: true}.Froze().Marshal(abi.TaskInfo{
+		JobID: in.cfg.JobID, Task: in.cfg.TaskName, Chain: ids,
+		Subtask: in.cfg.Subtask, Parallelism: in.cfg.Parallelism, MaxParallelism: in.cfg.MaxParallelism,
+		KeyGroupStart: in.keyGroupStart, KeyGroupEnd: in.keyGroupEnd, Args: in.cfg.Args,
+	})
 }
 
 // Process hands one batch to the chain's head: exactly one call into the

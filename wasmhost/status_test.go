@@ -346,3 +346,46 @@ func TestSetPlanTwiceFailsThePlan(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// TestTaskInfoIsPlainJSON: the task info escapes what JSON requires and no
+// more, so a guest's own JSON reader sees arguments as the user typed them.
+func TestTaskInfoIsPlainJSON(t *testing.T) {
+	ctx := context.Background()
+	mod, err := handRuntime(t).Compile(ctx, exportsModule(nil).bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := mod.Instantiate(ctx, TaskConfig{
+		JobID: "j-1", TaskName: "count (2/4)", Subtask: 1, Parallelism: 4,
+		Chain: []jobgraph.Vertex{{ID: 4, Kind: jobgraph.KindReduce}, {ID: 5, Kind: jobgraph.KindMap}},
+		Args:  []string{"--input", `a<b>&c "q" \ ü` + "\x01\xff"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close(ctx)
+	b, err := in.taskInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"job_id":"j-1","task":"count (2/4)","chain":[4,5],"subtask":1,"parallelism":4,"max_parallelism":128,` +
+		`"key_group_start":32,"key_group_end":63,"args":["--input","a<b>&c \"q\" \\ ü\u0001\ufffd"]}`
+	if string(b) != want {
+		t.Fatalf("task info\n%s\nwant\n%s", b, want)
+	}
+}
+
+// TestPlanOutputIsShownWhenThePlanFails: what a failing plan logged or
+// printed is part of its error, since nobody sees a plan's log otherwise.
+func TestPlanOutputIsShownWhenThePlanFails(t *testing.T) {
+	const addrMsg = 4000
+	logHello := cat(i32store(addrMsg, 0x6c6c6568), i32store(addrMsg+4, 0x6f), // "hello"
+		i32const(abi.LevelWarn), i32const(addrMsg), i32const(5), call(3))
+	m := exportsModule(map[string][]byte{abi.ExportPlan: cat(logHello, callFail, i32const(abi.StatusError))})
+	m.imports = append(m.imports, hImport{module: abi.HostModule, name: abi.ImportLog, params: []byte{tI32, tI32, tI32}})
+	_, err := callExport(t, handRuntime(t), m, abi.ExportPlan)
+	ge := requireGuestError(t, err, ErrGuestFailed)
+	if ge.Message != "boom" || !strings.Contains(ge.Output, "hello\n") {
+		t.Fatalf("message %q, output %q; want boom and the plan's log", ge.Message, ge.Output)
+	}
+}

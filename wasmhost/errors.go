@@ -45,7 +45,7 @@ type GuestError struct {
 	Cause    error  // ErrTrap, ErrDeadline, ErrMemoryLimit, ErrStackOverflow, ErrExit, ErrGuestFailed
 	Message  string // what happened, in the words of wazero, the host or the guest
 	Stack    string // the Wasm stack trace with function names, innermost first, when there is one
-	Output   string // the tail of the guest's stderr, where a Go guest prints fatal errors
+	Output   string // the head and tail of the guest's stderr during the call, where a Go guest prints fatal errors (while planning: of all its output)
 	Err      error  // the underlying error from wazero, if any
 }
 
@@ -59,7 +59,7 @@ func (e *GuestError) Error() string {
 		fmt.Fprintf(&b, "\nwasm stack trace:\n\t%s", strings.ReplaceAll(e.Stack, "\n", "\n\t"))
 	}
 	if e.Output != "" {
-		fmt.Fprintf(&b, "\nguest stderr (tail):\n%s", e.Output)
+		fmt.Fprintf(&b, "\nguest output (head and tail):\n%s", e.Output)
 	}
 	return b.String()
 }

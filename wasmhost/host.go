@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"log/slog"
 	"math"
 	"time"
 
@@ -95,8 +94,10 @@ func hostEmit(ctx context.Context, mod api.Module, stack []uint64) {
 	in := instOf(ctx)
 	in.stats.emits.Add(1)
 	b := read(mod, abi.ImportEmit, "batch", u32(stack[0]), u32(stack[1]), math.MaxUint32)
-	if in.planning {
-		panic(trapf("%s.%s: no records may be emitted while planning", abi.HostModule, abi.ImportEmit))
+	if !emitAllowed(in.calling) {
+		panic(trapf("%s.%s: called during %s; records may be emitted only during %s, %s, %s, %s and %s",
+			abi.HostModule, abi.ImportEmit, in.calling,
+			abi.ExportProcess, abi.ExportSourcePoll, abi.ExportTimers, abi.ExportEndInput, abi.ExportBarrier))
 	}
 	// Size the records slice once for the whole batch rather than growing
 	// it record by record; the count is bounded by the batch's length (a
@@ -125,13 +126,28 @@ func hostEmit(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 }
 
+// emitAllowed reports whether export may emit: the calls that carry the
+// task's records, timers, end of input and barriers. Output from the others
+// would have nowhere to go (plan, close: the outputs are finished) or come
+// before the task's first record (open, alloc, free, _initialize).
+func emitAllowed(export string) bool {
+	switch export {
+	case abi.ExportProcess, abi.ExportSourcePoll, abi.ExportTimers, abi.ExportEndInput, abi.ExportBarrier:
+		return true
+	}
+	return false
+}
+
 func hostSetPlan(ctx context.Context, mod api.Module, stack []uint64) {
 	in := instOf(ctx)
 	b := read(mod, abi.ImportSetPlan, "plan", u32(stack[0]), u32(stack[1]), maxPlanBytes)
-	if !in.planning {
+	if !in.planning || in.calling != abi.ExportPlan {
 		panic(trapf("%s.%s: called outside %s", abi.HostModule, abi.ImportSetPlan, abi.ExportPlan))
 	}
-	in.plan = append([]byte(nil), b...)
+	if in.plan != nil {
+		panic(trapf("%s.%s: called a second time; declare the job graph exactly once per %s", abi.HostModule, abi.ImportSetPlan, abi.ExportPlan))
+	}
+	in.plan = append([]byte{}, b...)
 }
 
 func hostFail(ctx context.Context, mod api.Module, stack []uint64) {
@@ -145,7 +161,7 @@ func hostFail(ctx context.Context, mod api.Module, stack []uint64) {
 
 func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 	in := instOf(ctx)
-	level := slog.Level(int32(u32(stack[0])))
+	level := clampLevel(int32(u32(stack[0])))
 	msg := read(mod, abi.ImportLog, "message", u32(stack[1]), u32(stack[2]), math.MaxUint32)
 	in.logs.log(level, "log", msg)
 }
@@ -174,7 +190,7 @@ func hostNow(ctx context.Context, mod api.Module, stack []uint64) {
 // a keyed one when keyed is set.
 func (in *Instance) operator(fn string, vertex uint32, keyed bool) {
 	if in.state == nil {
-		panic(trapf("%s.%s: state is not available while planning", abi.HostModule, fn))
+		panic(trapf("%s.%s: state is not available during %s", abi.HostModule, fn, in.calling))
 	}
 	kind, ok := in.kinds[vertex]
 	if !ok {

@@ -11,7 +11,7 @@ import (
 
 // hostEntrySize is what one host entry adds to State.Size.
 func hostEntrySize(vertex int, name string, value []byte) int64 {
-	return int64(len(appendStateKey(nil, uint32(vertex), []byte(name), nil)) + len(value))
+	return entryCost(len(appendStateKey(nil, uint32(vertex), []byte(name), nil)), len(value))
 }
 
 func TestHostEntrySnapshotRestore(t *testing.T) {
@@ -73,7 +73,7 @@ func TestTakeHostEntriesAfterRescale(t *testing.T) {
 			if err := s.opPut(guestKey, []byte("42"), 0); err != nil {
 				t.Fatal(err)
 			}
-			otherSize += int64(len(guestKey) + 2)
+			otherSize += entryCost(len(guestKey), 2)
 		}
 		snaps = append(snaps, snapshot(t, s))
 	}

@@ -234,7 +234,7 @@ func TestGuestOutputGoesToTheTaskLogBounded(t *testing.T) {
 	if !strings.Contains(logs, `msg="line 0 xxx`) || !strings.Contains(logs, "stream=stdout") {
 		t.Errorf("stdout not logged:\n%.500s", logs)
 	}
-	if !strings.Contains(logs, "guest output truncated") || !strings.Contains(logs, "guest output dropped") {
+	if !strings.Contains(logs, "guest output dropped from here on") || !strings.Contains(logs, "guest output dropped") {
 		t.Errorf("no truncation note:\n%.500s", logs)
 	}
 	if strings.Contains(logs, "line 999") {

@@ -57,6 +57,7 @@ type Instance struct {
 	now          int64 // virtual processing time: the latest FireTimers time
 
 	planning bool
+	calling  string // the export running now, for the imports that only some allow
 	plan     []byte
 	failMsg  string
 	opened   bool
@@ -102,15 +103,7 @@ func (in *Instance) Open(ctx context.Context) error {
 	if in.opened {
 		return errors.New("open: already open")
 	}
-	ids := make([]int, len(in.cfg.Chain))
-	for i, v := range in.cfg.Chain {
-		ids[i] = v.ID
-	}
-	info, err := sonic.ConfigStd.Marshal(abi.TaskInfo{
-		JobID: in.cfg.JobID, Task: in.cfg.TaskName, Chain: ids,
-		Subtask: in.cfg.Subtask, Parallelism: in.cfg.Parallelism, MaxParallelism: in.cfg.MaxParallelism,
-		KeyGroupStart: in.keyGroupStart, KeyGroupEnd: in.keyGroupEnd, Args: in.cfg.Args,
-	})
+	info, err := in.taskInfo()
 	if err != nil {
 		return err
 	}
@@ -126,6 +119,22 @@ func (in *Instance) Open(ctx context.Context) error {
 	}
 	in.opened = true
 	return nil
+}
+
+// taskInfo is the abi.TaskInfo JSON sluice_open gets. Strings are escaped
+// only where JSON requires it (quote, backslash, control characters), not
+// HTML-safe as Go's encoders do by default: a guest's hand-written reader
+// sees "<" as "<", not "\u003c".
+func (in *Instance) taskInfo() ([]byte, error) {
+	ids := make([]int, len(in.cfg.Chain))
+	for i, v := range in.cfg.Chain {
+		ids[i] = v.ID
+	}
+	return sonic.Config{ValidateString: true}.Froze().Marshal(abi.TaskInfo{
+		JobID: in.cfg.JobID, Task: in.cfg.TaskName, Chain: ids,
+		Subtask: in.cfg.Subtask, Parallelism: in.cfg.Parallelism, MaxParallelism: in.cfg.MaxParallelism,
+		KeyGroupStart: in.keyGroupStart, KeyGroupEnd: in.keyGroupEnd, Args: in.cfg.Args,
+	})
 }
 
 // Process hands one batch to the chain's head: exactly one call into the
@@ -258,6 +267,16 @@ func (in *Instance) Close(ctx context.Context) error {
 	return err
 }
 
+// callOutput is what the guest wrote to stderr during the current call
+// (and, while planning, everything it logged), for a GuestError.
+func (in *Instance) callOutput() string {
+	in.stderr.flush()
+	if in.planning {
+		in.stdout.flush()
+	}
+	return in.logs.stderrOfCall()
+}
+
 func (in *Instance) usable() error {
 	if in.failed != nil {
 		return in.failed
@@ -324,12 +343,15 @@ func (in *Instance) call(ctx context.Context, name string, fn api.Function, stac
 		stack = in.stack[:n] // CallWithStack needs room for the results
 	}
 	in.failMsg = ""
-	in.logs.resetCall()
+	in.logs.resetCall(in.planning)
 	in.stats.calls.Add(1)
 	in.deadline.begin(in.lim.CallTimeout)
 	stopWatching := context.AfterFunc(ctx, in.deadline.cancel)
 	hog := watchHog(&in.stats.demoted)
+	outer := in.calling
+	in.calling = name
 	err := fn.CallWithStack(context.WithValue(ctx, instKey{}, in), stack)
+	in.calling = outer
 	hog.end()
 	stopWatching()
 	hit, cancelled := in.deadline.end()
@@ -340,21 +362,34 @@ func (in *Instance) call(ctx context.Context, name string, fn api.Function, stac
 	if len(fn.Definition().ResultTypes()) == 0 || name == abi.ExportAlloc {
 		return abi.StatusOK, nil
 	}
-	switch st := int32(uint32(stack[0])); st {
-	case abi.StatusOK, abi.StatusDone:
+	return in.status(name, int32(uint32(stack[0])))
+}
+
+// status checks what export name returned against docs/ABI.md section 3:
+// OK anywhere, DONE only from sluice_source_poll, ERROR with the reason the
+// guest gave to fail; anything else fails the instance.
+func (in *Instance) status(name string, st int32) (int32, error) {
+	switch {
+	case st == abi.StatusOK, st == abi.StatusDone && name == abi.ExportSourcePoll:
 		return st, nil
-	case abi.StatusError:
+	case st == abi.StatusError:
 		msg := in.failMsg
 		if msg == "" {
-			msg = "(the guest gave no reason)"
+			msg = "(the guest gave no reason: call sluice.fail before returning 1)"
 		}
-		in.failed = &GuestError{Digest: in.m.digest, Function: name, Cause: ErrGuestFailed, Message: msg}
-		return st, in.failed
+		in.failed = &GuestError{Digest: in.m.digest, Function: name, Cause: ErrGuestFailed, Message: msg, Output: in.callOutput()}
+	case st == abi.StatusDone:
+		// A guest that means "nothing more to do" here would otherwise
+		// drop the rest of its input silently.
+		in.failed = &GuestError{Digest: in.m.digest, Function: name, Cause: ErrTrap, Message: fmt.Sprintf(
+			"%s returned status 2 (DONE), which only %s may return: return 0 (OK), or call sluice.fail and return 1 (ERROR)",
+			name, abi.ExportSourcePoll)}
 	default:
-		in.failed = &GuestError{Digest: in.m.digest, Function: name, Cause: ErrTrap,
-			Message: fmt.Sprintf("returned unknown status %d", st)}
-		return st, in.failed
+		in.failed = &GuestError{Digest: in.m.digest, Function: name, Cause: ErrTrap, Message: fmt.Sprintf(
+			"%s returned unknown status %d: the statuses are 0 (OK), 1 (ERROR) and, from %s only, 2 (DONE)",
+			name, st, abi.ExportSourcePoll)}
 	}
+	return st, in.failed
 }
 
 // classify turns an error from wazero into a *GuestError, the caller's
@@ -370,8 +405,7 @@ func (in *Instance) classify(ctx context.Context, name string, err error, hit, c
 		}
 		return fmt.Errorf("guest %s: %w", name, ctxErr)
 	}
-	in.stderr.flush()
-	ge := &GuestError{Digest: in.m.digest, Function: name, Cause: ErrTrap, Err: err, Output: in.logs.stderrOfCall()}
+	ge := &GuestError{Digest: in.m.digest, Function: name, Cause: ErrTrap, Err: err, Output: in.callOutput()}
 	ge.Message, ge.Stack = splitStack(err.Error())
 	var te *trapError
 	var exit *sys.ExitError

@@ -133,10 +133,11 @@ func TestStateLimit(t *testing.T) {
 	s := NewState(4, 0, 3)
 	key := []byte("k")
 	ck := appendStateKey(nil, 1, nil, key)
-	if err := s.put(key, ck, make([]byte, 100), 50); !errors.Is(err, errStateLimit) {
+	// An entry costs its key, its value and entryOverheadBytes.
+	if err := s.put(key, ck, make([]byte, 100), 150); !errors.Is(err, errStateLimit) {
 		t.Fatalf("err = %v", err)
 	}
-	if err := s.put(key, ck, make([]byte, 10), 50); err != nil {
+	if err := s.put(key, ck, make([]byte, 10), 150); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.del(key, ck); err != nil || s.size() != 0 {

@@ -40,7 +40,7 @@ func newListCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "JOB\tNAME\tSTATE\tSTARTED\tDURATION")
 			for _, j := range jobs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", j.ID, j.Name, j.State, fmtTime(j.Start), fmtDuration(j.Start, j.End))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", j.ID, quoteName(j.Name), j.State, fmtTime(j.Start), fmtDuration(j.Start, j.End))
 			}
 			return tw.Flush()
 		},
@@ -165,7 +165,7 @@ func fmtDuration(start, end time.Time) string {
 func printDetails(w io.Writer, d client.JobDetails) {
 	fmt.Fprintf(w, "job       %s\n", d.ID)
 	if d.Name != "" {
-		fmt.Fprintf(w, "name      %s\n", d.Name)
+		fmt.Fprintf(w, "name      %s\n", quoteName(d.Name))
 	}
 	fmt.Fprintf(w, "state     %s\n", d.State)
 	fmt.Fprintf(w, "started   %s\n", fmtTime(d.Start))
@@ -182,7 +182,7 @@ func printDetails(w io.Writer, d client.JobDetails) {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "VERTEX\tSUBTASK\tSTATE\tTASK MANAGER\tATTEMPT")
 		for _, v := range d.Vertices {
-			fmt.Fprintf(tw, "%d %s (p=%d)\t\t%s\t\t\n", v.ID, v.Name, v.Parallelism, vertexState(v))
+			fmt.Fprintf(tw, "%d %s (p=%d)\t\t%s\t\t\n", v.ID, quoteName(v.Name), v.Parallelism, vertexState(v))
 			for _, s := range v.Subtasks {
 				tmName := s.TaskManager
 				if tmName == "" {
@@ -196,7 +196,7 @@ func printDetails(w io.Writer, d client.JobDetails) {
 	if d.Failure != "" {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "failure:")
-		for line := range strings.SplitSeq(strings.TrimRight(d.Failure, "\n"), "\n") {
+		for line := range strings.SplitSeq(strings.TrimRight(safeText(d.Failure), "\n"), "\n") {
 			fmt.Fprintln(w, "  "+line)
 		}
 	}

@@ -7,9 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -110,8 +112,8 @@ func planJob(ctx context.Context, stdout, stderr io.Writer, target string, jobAr
 
 func printPlan(w io.Writer, p planOutput, parallelism int) {
 	g := p.Graph
-	name := g.Name
-	if name == "" {
+	name := quoteName(g.Name)
+	if g.Name == "" {
 		name = "(unnamed)"
 	}
 	fmt.Fprintf(w, "job %s\n", name)
@@ -130,16 +132,16 @@ func printPlan(w io.Writer, p planOutput, parallelism int) {
 		}
 		where := "guest"
 		if v.Connector != "" {
-			where = "host connector " + v.Connector
+			where = "host connector " + quoteName(v.Connector)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", v.ID, v.Name, v.Kind, p, where, configString(v.Config))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", v.ID, quoteName(v.Name), quoteName(string(v.Kind)), p, where, configString(v.Config))
 	}
 	tw.Flush()
 
 	fmt.Fprintln(w, "\nedges:")
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, e := range g.Edges {
-		fmt.Fprintf(tw, "  %s\t->\t%s\t%s\n", vertexLabel(byID, e.Source), vertexLabel(byID, e.Target), e.Partitioner)
+		fmt.Fprintf(tw, "  %s\t->\t%s\t%s\n", vertexLabel(byID, e.Source), vertexLabel(byID, e.Target), quoteName(string(e.Partitioner)))
 	}
 	tw.Flush()
 
@@ -152,13 +154,13 @@ func printPlan(w io.Writer, p planOutput, parallelism int) {
 		fmt.Fprintf(w, "  task %d  x%d  %s\n", i+1, c.Parallelism, strings.Join(names, " -> "))
 	}
 	if p.Errors != "" {
-		fmt.Fprintf(w, "\ninvalid: %s\n", p.Errors)
+		fmt.Fprintf(w, "\ninvalid: %s\n", safeText(p.Errors))
 	}
 }
 
 func vertexLabel(byID map[int]*jobgraph.Vertex, id int) string {
 	if v, ok := byID[id]; ok && v.Name != "" {
-		return fmt.Sprintf("%s(%d)", v.Name, id)
+		return fmt.Sprintf("%s(%d)", quoteName(v.Name), id)
 	}
 	return fmt.Sprint(id)
 }
@@ -171,7 +173,63 @@ func configString(c map[string]string) string {
 	sort.Strings(keys)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = k + "=" + c[k]
+		parts[i] = quoteName(k) + "=" + quoteName(c[k])
 	}
 	return strings.Join(parts, " ")
+}
+
+// The job graph's names and config come from the guest: printed raw, a name
+// could clear the screen, fake lines of output or hide in a megabyte.
+
+// maxShownName is how much of a guest-chosen string a table shows.
+const maxShownName = 2 * jobgraph.MaxNameBytes
+
+// quoteName returns a guest-chosen string as it is when every character of
+// it is printable and it is short, else as a Go string literal (with
+// control characters and invalid UTF-8 escaped), cut to maxShownName bytes.
+func quoteName(s string) string {
+	if len(s) > maxShownName {
+		return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(s[:maxShownName]), len(s))
+	}
+	if printable(s) {
+		return s
+	}
+	return strconv.Quote(s)
+}
+
+// printable reports whether s is valid UTF-8 made of printable characters
+// and the ASCII space only.
+func printable(s string) bool {
+	for i, r := range s {
+		if r == utf8.RuneError {
+			if _, n := utf8.DecodeRuneInString(s[i:]); n == 1 {
+				return false
+			}
+		}
+		if !strconv.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// safeText escapes the characters of guest-supplied text (a failure with
+// the guest's own message, its stderr) that a terminal would act on, as
+// strconv.Quote does, and keeps its line breaks and tabs.
+func safeText(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case r == '\n' || r == '\t' || strconv.IsPrint(r):
+			b.WriteString(s[i : i+n])
+		default:
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		}
+		i += n
+	}
+	return b.String()
 }

@@ -336,7 +336,7 @@ func finish(stdout, stderr io.Writer, r client.JobResult) error {
 	if r.State != client.StateFinished {
 		msg := fmt.Sprintf("job %s %s", r.ID, r.State)
 		if r.Failure != "" {
-			msg += ":\n" + r.Failure
+			msg += ":\n" + safeText(r.Failure)
 		}
 		return &exitError{code: exitFailed, err: errors.New(msg)}
 	}

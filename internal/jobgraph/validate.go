@@ -3,7 +3,10 @@ package jobgraph
 import (
 	"errors"
 	"fmt"
+	"sort"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // ErrInvalidGraph is wrapped by every error Validate returns.
@@ -64,11 +67,38 @@ func Keyed(k Kind) bool { return k == KindReduce || k == KindProcess }
 const (
 	MaxVertices = 1024
 	MaxEdges    = 4096
+	// MaxNameBytes bounds the job's name, each operator's name and each
+	// config key: they are shown in tables, task names and logs.
+	MaxNameBytes = 256
 )
+
+// BadName says what is wrong with a name a guest chose for the job, an
+// operator or a config key, or returns "". A name is valid UTF-8 of at most
+// MaxNameBytes bytes whose every character is printable (strconv.IsPrint:
+// letters, marks, numbers, punctuation, symbols and the ASCII space), so a
+// name cannot carry a terminal escape sequence, a line break or a
+// direction override.
+func BadName(s string) string {
+	if len(s) > MaxNameBytes {
+		return fmt.Sprintf("is %d bytes long, above the limit of %d", len(s), MaxNameBytes)
+	}
+	for i, r := range s {
+		if r == utf8.RuneError {
+			if _, n := utf8.DecodeRuneInString(s[i:]); n == 1 {
+				return fmt.Sprintf("is not valid UTF-8 (byte %d)", i)
+			}
+		}
+		if !strconv.IsPrint(r) {
+			return fmt.Sprintf("contains %U at byte %d, which is not printable: use letters, digits, punctuation and spaces", r, i)
+		}
+	}
+	return ""
+}
 
 // Validate checks that g is a job graph the cluster can run:
 //
 //   - at most MaxVertices vertices and MaxEdges edges;
+//   - the job's and operators' names and config keys pass BadName;
 //   - at least one vertex, vertex ids unique, kinds, partitioners and host
 //     connectors known, connectors on vertices of the matching kind;
 //   - max parallelism in [1, maxParallelismLimit] (0 means the default), each
@@ -104,6 +134,9 @@ func Validate(g *Graph, defaultParallelism, maxParallelismLimit int) error {
 	case maxParallelismLimit > 0 && maxP > maxParallelismLimit:
 		bad("max parallelism %d: above the cluster's limit %d", maxP, maxParallelismLimit)
 	}
+	if why := BadName(g.Name); why != "" {
+		bad("job name %s %s", shortQuote(g.Name), why)
+	}
 	if len(g.Vertices) == 0 {
 		bad("no operators: declare at least a source and a sink")
 	}
@@ -121,8 +154,16 @@ func Validate(g *Graph, defaultParallelism, maxParallelismLimit int) error {
 			continue
 		}
 		byID[v.ID] = v
+		if why := BadName(v.Name); why != "" {
+			bad("%s: the name %s", vname(v), why)
+		}
+		for _, k := range sortedConfigKeys(v.Config) {
+			if why := BadName(k); why != "" {
+				bad("%s: config key %s %s", vname(v), shortQuote(k), why)
+			}
+		}
 		if !KnownKind(v.Kind) {
-			bad("%s: unknown kind %q", vname(v), v.Kind)
+			bad("%s: unknown kind %s", vname(v), shortQuote(string(v.Kind)))
 		}
 		switch p := v.Parallelism; {
 		case p < 0:
@@ -134,12 +175,12 @@ func Validate(g *Graph, defaultParallelism, maxParallelismLimit int) error {
 			k, ok := ConnectorKind(v.Connector)
 			switch {
 			case !ok:
-				bad("%s: unknown connector %q (known: %s, %s, %s)", vname(v), v.Connector, ConnectorText, ConnectorCollect, ConnectorFile)
+				bad("%s: unknown connector %s (known: %s, %s, %s)", vname(v), shortQuote(v.Connector), ConnectorText, ConnectorCollect, ConnectorFile)
 			case k != v.Kind:
 				bad("%s: connector %q is a %s, not a %s", vname(v), v.Connector, k, v.Kind)
 			case v.Connector == ConnectorFile:
 				if why := badSinkPath(v.SinkPath()); why != "" {
-					bad("%s: file sink path %q %s: use a relative path such as \"results/wordcount\"", vname(v), v.SinkPath(), why)
+					bad("%s: file sink path %s %s: use a relative path such as \"results/wordcount\"", vname(v), shortQuote(v.SinkPath()), why)
 				}
 			}
 		}
@@ -159,7 +200,7 @@ func Validate(g *Graph, defaultParallelism, maxParallelismLimit int) error {
 			bad("%s: no vertex %d", en, e.Target)
 		}
 		if !KnownPartitioner(e.Partitioner) {
-			bad("%s: unknown partitioner %q", en, e.Partitioner)
+			bad("%s: unknown partitioner %s", en, shortQuote(string(e.Partitioner)))
 		}
 		if e.Source == e.Target {
 			bad("%s: a vertex cannot feed itself", en)
@@ -234,7 +275,26 @@ func vname(v *Vertex) string {
 	if v.Name == "" {
 		return fmt.Sprintf("vertex %d", v.ID)
 	}
-	return fmt.Sprintf("vertex %d %q", v.ID, v.Name)
+	return fmt.Sprintf("vertex %d %s", v.ID, shortQuote(v.Name))
+}
+
+// shortQuote quotes s for an error message, cut to its first 64 bytes when
+// longer (a hostile plan may name an operator with a megabyte).
+func shortQuote(s string) string {
+	const keep = 64
+	if len(s) <= keep {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%q... (%d bytes)", s[:keep], len(s))
+}
+
+func sortedConfigKeys(c map[string]string) []string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // findCycle returns the ids along one cycle of g (first id repeated at the

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/local"

@@ -77,6 +77,17 @@ struct CancelTaskRequest {
     2: string execution_id,
 }
 
+// A module a running job uses, for a TaskManager to compile ahead of a
+// deployment (internal/control.ModuleRef).
+struct ModuleRef {
+    1: string tenant,
+    2: string digest,         // "sha256-<hex>"
+}
+
+struct WarmModulesRequest {
+    1: list<ModuleRef> modules,  // most wanted first; the TaskManager may take only some
+}
+
 service TaskExecutor {
     void DeployTask(1: TaskDeployment req) throws (1: common.SluiceError err),
     void CancelTask(1: CancelTaskRequest req) throws (1: common.SluiceError err),
@@ -84,4 +95,8 @@ service TaskExecutor {
     void FreeSlot(1: string allocation_id) throws (1: common.SluiceError err),
     void TriggerCheckpoint(1: TriggerCheckpointRequest req) throws (1: common.SluiceError err),
     void NotifyCheckpoint(1: NotifyCheckpointRequest req) throws (1: common.SluiceError err),
+    // WarmModules asks the TaskManager to fetch and compile modules in the
+    // background, so a later deployment of them starts without a compile.
+    // It returns at once.
+    void WarmModules(1: WarmModulesRequest req) throws (1: common.SluiceError err),
 }

@@ -101,6 +101,14 @@ type Server struct {
 	advertise atomic.Value // string; set once the server is bound
 	closeOnce sync.Once
 	closeErr  error
+	gw        *rpc.TaskExecutors
+
+	// Warm requests run in the background: bgCtx ends them at Close,
+	// which waits for them (bg).
+	bgMu     sync.Mutex // orders goWarm's Add before Close's Wait
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+	bg       sync.WaitGroup
 }
 
 // New starts a JobManager and returns once it serves.
@@ -125,6 +133,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.Logger = slog.Default()
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger}
+	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	planner := cfg.Planner
 	if planner == nil {
 		rt := cfg.Runtime
@@ -152,14 +161,16 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		gwcfg.Metadata = map[string]string{rpcserver.MetaPeer: cfg.Secret.RPCProof()}
 	}
 	gw := rpc.NewTaskExecutors(gwcfg)
+	s.gw = gw
 	s.rm = resourcemanager.New(resourcemanager.Config{
 		HeartbeatInterval:  cfg.HeartbeatInterval,
 		HeartbeatTimeout:   cfg.HeartbeatTimeout,
 		SlotRequestTimeout: cfg.SlotRequestTimeout,
 		// Set below, before the server (and so any registration) starts.
-		OnLost:    func(l resourcemanager.Lost) { s.d.TaskManagerLost(l) },
-		FreeStale: gw.FreeStale,
-		Logger:    cfg.Logger.With("component", "resourcemanager"),
+		OnLost:       func(l resourcemanager.Lost) { s.d.TaskManagerLost(l) },
+		OnRegistered: func(tm resourcemanager.TaskManagerInfo) { s.goWarm([]string{tm.RPCAddress}, s.d.RunningModules) },
+		FreeStale:    gw.FreeStale,
+		Logger:       cfg.Logger.With("component", "resourcemanager"),
 	})
 	d, err := dispatcher.New(dispatcher.Config{
 		Blob:                cfg.Blob,
@@ -177,7 +188,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		CancelTimeout:       cfg.CancelTimeout,
 		RPCTimeout:          cfg.RPCTimeout,
 		Quotas:              quotasOf(cfg.Tenants),
-		Logger:              cfg.Logger,
+		JobStarted: func(m control.ModuleRef) {
+			s.goWarm(nil, func() []control.ModuleRef { return []control.ModuleRef{m} })
+		},
+		Logger: cfg.Logger,
 	})
 	if err != nil {
 		s.rm.Close()
@@ -201,6 +215,52 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.advertise.Store(adv)
 	s.log.Info("jobmanager serving", "addr", srv.Addr(), "advertise", adv)
 	return s, nil
+}
+
+// warm asks the TaskManagers at addrs to compile mods ahead of a
+// deployment (see docs/RATIONALE.md, "How does a replacement TaskManager
+// start without a cold compile?"). Best effort: a TaskManager that does
+// not answer compiles at deployment, as it would anyway.
+// addrs nil means every TaskManager with a free slot. mods is asked for in
+// the background goroutine, as the callers hold locks.
+func (s *Server) goWarm(addrs []string, mods func() []control.ModuleRef) {
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	if s.bgCtx.Err() != nil {
+		return
+	}
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		if addrs == nil {
+			addrs = s.freeTaskManagers()
+		}
+		s.warm(addrs, mods())
+	}()
+}
+
+func (s *Server) warm(addrs []string, mods []control.ModuleRef) {
+	if len(mods) == 0 {
+		return
+	}
+	for _, a := range addrs {
+		ctx, cancel := context.WithTimeout(s.bgCtx, s.cfg.RPCTimeout)
+		if err := s.gw.WarmModules(ctx, a, mods); err != nil {
+			s.log.Debug("could not ask a task manager to compile modules ahead", "tm", a, "err", err)
+		}
+		cancel()
+	}
+}
+
+// freeTaskManagers are the addresses of the TaskManagers with a free slot.
+func (s *Server) freeTaskManagers() []string {
+	var out []string
+	for _, tm := range s.rm.Overview().TaskManagers {
+		if tm.FreeSlots > 0 {
+			out = append(out, tm.RPCAddress)
+		}
+	}
+	return out
 }
 
 // quotasOf adapts the tenants file's quotas to the Dispatcher's; nil
@@ -252,6 +312,10 @@ func (s *Server) ResourceManager() *resourcemanager.ResourceManager { return s.r
 // stop. It is safe to call more than once.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
+		s.bgMu.Lock()
+		s.bgCancel()
+		s.bgMu.Unlock()
+		s.bg.Wait()
 		s.d.Close()
 		s.closeErr = s.srv.Close()
 		s.rm.Close()

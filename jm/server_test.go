@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -162,7 +163,26 @@ type fakeTE struct {
 	canceled map[string]*taskexecutor.CancelTaskRequest
 	freed    []string
 	splits   []string
+	warm     []*taskexecutor.ModuleRef
 	wg       sync.WaitGroup
+}
+
+func (f *fakeTE) WarmModules(ctx context.Context, req *taskexecutor.WarmModulesRequest) error {
+	f.mu.Lock()
+	f.warm = append(f.warm, req.Modules...)
+	f.mu.Unlock()
+	return nil
+}
+
+// warmed returns the digests the fake was asked to compile ahead.
+func (f *fakeTE) warmed() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, m := range f.warm {
+		out = append(out, m.Tenant+"/"+m.Digest)
+	}
+	return out
 }
 
 func (f *fakeTE) DeployTask(ctx context.Context, d *taskexecutor.TaskDeployment) error {
@@ -391,6 +411,48 @@ func TestJobOverKitexFinishesAndCancels(t *testing.T) {
 	_, err = dc.SubmitJob(ctx, &dispatcher.SubmitJobRequest{ModuleDigest: up.Digest, Args_: []string{"in/"}, Parallelism: 200})
 	if err = rpcserver.FromCall(err); !errors.Is(err, jobgraph.ErrInvalidGraph) || !errors.Is(err, rpcerr.ErrInvalidArgument) {
 		t.Fatalf("absurd parallelism: %v", err)
+	}
+}
+
+// TestTaskManagersAreAskedToCompileRunningModules checks both moments the
+// JobManager asks for a compile ahead: a job's start (TaskManagers with a
+// free slot) and a TaskManager's registration (the modules of the running
+// jobs).
+func TestTaskManagersAreAskedToCompileRunningModules(t *testing.T) {
+	store := newStore(t)
+	s := startJM(t, func(c *jm.Config) { c.Blob = store; c.Planner = graphPlanner{reduceP: 1} })
+	ctx := context.Background()
+	if err := store.Put(ctx, "tenants/default/in/a.txt", strings.NewReader("a b\n"), 4); err != nil {
+		t.Fatal(err)
+	}
+	startTE(t, s.Addr(), "tm-1", 2, true)
+	spare := startTE(t, s.Addr(), "tm-2", 8, true) // keeps free slots whatever the job takes
+	dc, _, _ := clients(t, s.Addr())
+	up, err := dc.UploadModule(ctx, &dispatcher.UploadModuleRequest{Module: fakeWasm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := spare.warmed(); len(got) != 0 {
+		t.Fatalf("asked to compile %v with no job running", got)
+	}
+	sub, err := dc.SubmitJob(ctx, &dispatcher.SubmitJobRequest{ModuleDigest: up.Digest, Args_: []string{"in/"}})
+	if err != nil {
+		t.Fatal(rpcserver.FromCall(err))
+	}
+	want := "default/" + up.Digest
+	asked := func(f *fakeTE) func() error {
+		return func() error {
+			if got := f.warmed(); !slices.Contains(got, want) {
+				return fmt.Errorf("asked to compile %v, want %s", got, want)
+			}
+			return nil
+		}
+	}
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, asked(spare))
+	late := startTE(t, s.Addr(), "tm-3", 1, true)
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, asked(late))
+	if err := rpcserver.FromCall(dc.CancelJob(ctx, sub.JobId)); err != nil {
+		t.Fatal(err)
 	}
 }
 

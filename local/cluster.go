@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/blob"
+	"github.com/sluicehq/sluice/internal/rpcserver/kitexlog"
 	"github.com/sluicehq/sluice/jm"
 	"github.com/sluicehq/sluice/sdk/client"
 	"github.com/sluicehq/sluice/tm"
@@ -53,8 +54,9 @@ type Cluster struct {
 	rt       *wasmhost.Runtime
 	jm       *jm.Server
 
-	mu  sync.Mutex
-	tms []*tm.TaskManager // nil entries were stopped
+	mu        sync.Mutex
+	tms       []*tm.TaskManager // nil entries were stopped
+	kitexUndo func()            // points Kitex's logger back; nil once done
 }
 
 // Start starts a JobManager and cfg.TaskManagers TaskManagers on loopback
@@ -77,6 +79,9 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Cluster{cfg: cfg, log: log, dir: cfg.Dir}
+	// Kitex's logger is process-wide (see kitexlog): while this cluster
+	// runs, Kitex writes to its logger, at slog levels, repeats summarized.
+	c.kitexUndo = kitexlog.Install(log)
 	defer func() {
 		if err != nil {
 			c.Close()
@@ -233,7 +238,12 @@ func (c *Cluster) Close() error {
 	c.mu.Lock()
 	tms := c.tms
 	c.tms = nil
+	undo := c.kitexUndo
+	c.kitexUndo = nil
 	c.mu.Unlock()
+	if undo != nil {
+		defer undo() // after the servers stopped: their last lines go here
+	}
 	var wg sync.WaitGroup
 	errCh := make(chan error, len(tms))
 	for _, t := range tms {

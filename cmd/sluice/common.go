@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicehq/sluice/internal/rpcserver/kitexlog"
 	"github.com/sluicehq/sluice/sdk/client"
 )
 
@@ -32,7 +33,8 @@ const (
 )
 
 // logger returns the stderr logger of a command: text, at the --log-level
-// the user chose or the command's default.
+// the user chose or the command's default. Kitex's process-wide logger
+// writes to it from then on (kitexlog.Install).
 func logger(cmd *cobra.Command, def slog.Level) (*slog.Logger, error) {
 	lvl := def
 	if s, _ := cmd.Flags().GetString("log-level"); s != "" {
@@ -40,7 +42,9 @@ func logger(cmd *cobra.Command, def slog.Level) (*slog.Logger, error) {
 			return nil, usageErr(fmt.Errorf("--log-level %q: use debug, info, warn or error", s))
 		}
 	}
-	return slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lvl})), nil
+	l := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lvl}))
+	kitexlog.Install(l)
+	return l, nil
 }
 
 // jmFlag adds --jm with SLUICE_JM as its default.

@@ -3,9 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 
-	"github.com/cloudwego/kitex/pkg/klog"
 	"github.com/spf13/cobra"
 )
 
@@ -24,12 +24,11 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().String("log-level", "", "log level on stderr: debug, info, warn, error (default: info for servers, warn for client commands)")
-	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
-		// Kitex logs through its own logger (klog) at info by default;
-		// only its warnings matter unless the user asked for debug.
-		if lvl, _ := cmd.Flags().GetString("log-level"); lvl != "debug" {
-			klog.SetLevel(klog.LevelWarn)
-		}
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		// Kitex's logs go to the command's stderr logger (servers replace
+		// it with their own when they build it), at warn unless asked.
+		_, err := logger(cmd, slog.LevelWarn)
+		return err
 	}
 	root.AddCommand(commands()...)
 	return root

@@ -133,3 +133,11 @@ type SplitRequest struct {
 	VertexID    int
 	Subtask     int
 }
+
+// ModuleRef names a module a running job uses: the tenant whose modules
+// hold it and its digest. The JobManager sends these to TaskManagers to
+// compile ahead of a deployment (TaskExecutor.WarmModules).
+type ModuleRef struct {
+	Tenant string
+	Digest string // "sha256-<hex>"
+}

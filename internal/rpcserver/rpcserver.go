@@ -288,6 +288,30 @@ type ClientConfig struct {
 // TTHeader transport that carries cfg.Metadata. Pass them to a generated
 // NewClient.
 func ClientOptions(addr string, cfg ClientConfig) []client.Option {
+	cfg = cfg.withDefaults()
+	return append(baseClientOptions(addr, cfg), client.WithRPCTimeout(cfg.RPCTimeout))
+}
+
+// IntervalClientOptions are ClientOptions for a client that calls at an
+// interval while the process is otherwise idle (TaskManager registration
+// and heartbeats). Kitex runs every call whose context has a Done channel,
+// or that has an RPC timeout, on a process-wide worker pool whose ticker
+// fires every 47 ms until a minute after the last such call: with a
+// heartbeat a second, an idle process would never sleep. These clients
+// bound a call by cfg.RPCTimeout as a read timeout on the connection,
+// set inside the call chain where that pool does not see it.
+//
+// # Notes
+//
+// Callers pass their context through Detach: the call then ends by its
+// answer, a connection error or the read timeout (the context's deadline
+// if it is sooner than cfg.RPCTimeout), not by cancelling the context.
+func IntervalClientOptions(addr string, cfg ClientConfig) []client.Option {
+	cfg = cfg.withDefaults()
+	return append(baseClientOptions(addr, cfg), client.WithMiddleware(readTimeout(cfg.RPCTimeout)))
+}
+
+func (cfg ClientConfig) withDefaults() ClientConfig {
 	if cfg.MaxFrameSize <= 0 {
 		cfg.MaxFrameSize = DefaultMaxFrameSize
 	}
@@ -297,14 +321,57 @@ func ClientOptions(addr string, cfg ClientConfig) []client.Option {
 	if cfg.ConnectTimeout <= 0 {
 		cfg.ConnectTimeout = DefaultConnectTimeout
 	}
+	return cfg
+}
+
+func baseClientOptions(addr string, cfg ClientConfig) []client.Option {
 	return []client.Option{
 		client.WithHostPorts(addr),
 		client.WithCodec(codec.NewDefaultCodecWithSizeLimit(cfg.MaxFrameSize)),
 		client.WithPayloadCodec(newBoundedCodec(false)),
-		client.WithRPCTimeout(cfg.RPCTimeout),
 		client.WithConnectTimeout(cfg.ConnectTimeout),
 		client.WithTransportProtocol(transport.TTHeader),
 		client.WithMetaHandler(transmeta.ClientTTHeaderHandler),
 		client.WithMiddleware(withMetadata(maps.Clone(cfg.Metadata))),
 	}
+}
+
+// readTimeout sets the call's RPC timeout (d, or the Detach'ed deadline
+// if sooner) after Kitex's timeout middleware has run (customized
+// middlewares run inside it), so the transport sets it as the connection's
+// read timeout and no pool worker waits for it.
+func readTimeout(d time.Duration) endpoint.Middleware {
+	return func(next endpoint.Endpoint) endpoint.Endpoint {
+		return func(ctx context.Context, req, resp any) error {
+			d := d
+			if dl, ok := ctx.Value(detachedDeadline{}).(time.Time); ok {
+				left := time.Until(dl)
+				if left <= 0 {
+					return context.DeadlineExceeded
+				}
+				d = min(d, left)
+			}
+			if ri := rpcinfo.GetRPCInfo(ctx); ri != nil {
+				if cfg := rpcinfo.AsMutableRPCConfig(ri.Config()); cfg != nil {
+					if err := cfg.SetRPCTimeout(d); err != nil {
+						return fmt.Errorf("set read timeout: %w", err)
+					}
+				}
+			}
+			return next(ctx, req, resp)
+		}
+	}
+}
+
+type detachedDeadline struct{}
+
+// Detach returns ctx without its cancellation, for a call through a client
+// made with IntervalClientOptions; its deadline, if any, still bounds the
+// call as a read timeout.
+func Detach(ctx context.Context) context.Context {
+	out := context.WithoutCancel(ctx)
+	if dl, ok := ctx.Deadline(); ok {
+		out = context.WithValue(out, detachedDeadline{}, dl)
+	}
+	return out
 }

@@ -3,8 +3,10 @@ package rpcserver_test
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cloudwego/kitex/server"
 	"go.uber.org/goleak"
@@ -185,5 +187,64 @@ func TestMetadataTravelsInTTHeader(t *testing.T) {
 		if err != nil || resp.RegistrationId != tc.want {
 			t.Fatalf("metadata %v: got %v %v, want %q", tc.md, resp, err, tc.want)
 		}
+	}
+}
+
+// TestIntervalClientBoundsCallsByReadTimeout checks that a client made with
+// IntervalClientOptions answers like any other and that a server that
+// accepts the connection and never answers (a frozen JobManager) ends the
+// call at the Detach'ed deadline, although the context it was given cannot
+// be cancelled.
+func TestIntervalClientBoundsCallsByReadTimeout(t *testing.T) {
+	ctx := context.Background()
+	srv, err := rpcserver.Start(ctx, rpcserver.Config{Addr: "127.0.0.1:0"},
+		func(s server.Server) error { return rmsvc.RegisterService(s, &rm{}) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	rc := rmsvc.MustNewClient("rm", rpcserver.IntervalClientOptions(srv.Addr(), rpcserver.ClientConfig{})...)
+	resp, err := rc.RegisterTaskManager(rpcserver.Detach(ctx), &resourcemanager.RegisterTaskManagerRequest{ResourceId: "tm1"})
+	if err != nil || resp.RegistrationId != "r-tm1" {
+		t.Fatalf("register: %v %v", resp, err)
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	held := make(chan net.Conn, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				close(held)
+				return
+			}
+			held <- c // read nothing, answer nothing
+		}
+	}()
+	defer func() {
+		ln.Close()
+		for c := range held {
+			c.Close()
+		}
+	}()
+	silent := rmsvc.MustNewClient("rm", rpcserver.IntervalClientOptions(ln.Addr().String(), rpcserver.ClientConfig{RPCTimeout: time.Minute})...)
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := silent.Heartbeat(rpcserver.Detach(cctx), &resourcemanager.HeartbeatRequest{RegistrationId: "x"})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a server that never answers answered")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call was not ended by its 300ms deadline within 30s")
 	}
 }

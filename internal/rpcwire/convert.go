@@ -384,3 +384,35 @@ func restoreFromWire(w *taskexecutor.TaskRestore) *checkpoint.TaskRestore {
 	}
 	return r
 }
+
+// MaxWarmModules bounds the modules one WarmModules request may name.
+const MaxWarmModules = 64
+
+// ModuleRefsToWire converts the modules of a WarmModules request.
+func ModuleRefsToWire(refs []control.ModuleRef) *taskexecutor.WarmModulesRequest {
+	out := make([]*taskexecutor.ModuleRef, len(refs))
+	for i, r := range refs {
+		out[i] = &taskexecutor.ModuleRef{Tenant: r.Tenant, Digest: r.Digest}
+	}
+	return &taskexecutor.WarmModulesRequest{Modules: out}
+}
+
+// ModuleRefsFromWire converts a WarmModules request back.
+//
+// # Errors
+//
+// More than MaxWarmModules modules, or a module without a tenant or digest.
+func ModuleRefsFromWire(req *taskexecutor.WarmModulesRequest) ([]control.ModuleRef, error) {
+	mods := req.GetModules()
+	if len(mods) > MaxWarmModules {
+		return nil, fmt.Errorf("%d modules to warm, at most %d", len(mods), MaxWarmModules)
+	}
+	out := make([]control.ModuleRef, 0, len(mods))
+	for i, m := range mods {
+		if m == nil || m.Tenant == "" || m.Digest == "" {
+			return nil, fmt.Errorf("module %d to warm: need a tenant and a digest", i)
+		}
+		out = append(out, control.ModuleRef{Tenant: m.GetTenant(), Digest: m.GetDigest()})
+	}
+	return out, nil
+}

@@ -89,6 +89,10 @@ type Config struct {
 	RPCTimeout    time.Duration
 	// Quotas returns a tenant's quotas; nil means none.
 	Quotas func(tenant string) Quotas
+	// JobStarted, when set, is told the module of every job submitted. It
+	// is called with the Dispatcher's lock held: it must return at once
+	// and not call the Dispatcher.
+	JobStarted func(control.ModuleRef)
 
 	Logger *slog.Logger
 	Now    func() time.Time
@@ -339,6 +343,9 @@ func (d *Dispatcher) SubmitJob(ctx context.Context, tenant string, s Submission)
 	d.jobs[id] = jm
 	d.need[id] = need
 	d.log.Info("job submitted", "job", id, "tenant", tenant, "name", name, "module", s.ModuleDigest, "slots", need, "from_savepoint", s.FromSavepoint)
+	if d.cfg.JobStarted != nil {
+		d.cfg.JobStarted(control.ModuleRef{Tenant: tenant, Digest: s.ModuleDigest})
+	}
 	return id, nil
 }
 
@@ -426,6 +433,32 @@ func (d *Dispatcher) JobMaster(id string) (*jobmaster.JobMaster, error) {
 		return nil, rpcerr.Errorf(rpcerr.ErrJobNotFound, "job %q not found", id)
 	}
 	return jm, nil
+}
+
+// RunningModules returns the modules of the jobs that have not ended, of
+// every tenant, newest job first, each module once: what a TaskManager
+// with free slots may be asked to run next.
+func (d *Dispatcher) RunningModules() []control.ModuleRef {
+	d.mu.Lock()
+	jobs := slices.Collect(maps.Values(d.jobs))
+	d.mu.Unlock()
+	var ds []jobmaster.Details
+	for _, j := range jobs {
+		if det := j.Details(); !det.State.Terminal() {
+			ds = append(ds, det)
+		}
+	}
+	slices.SortFunc(ds, func(a, b jobmaster.Details) int { return b.Start.Compare(a.Start) })
+	var out []control.ModuleRef
+	seen := map[control.ModuleRef]bool{}
+	for _, det := range ds {
+		r := control.ModuleRef{Tenant: det.Tenant, Digest: det.ModuleDigest}
+		if !seen[r] {
+			seen[r] = true
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // ListJobs returns the tenant's jobs, oldest first.

@@ -38,6 +38,10 @@ type Config struct {
 	// restarted TaskManager. It is called from the ResourceManager's own
 	// goroutines without its lock held, and must not block for long.
 	OnLost func(Lost)
+	// OnRegistered is told about every TaskManager that registered (or
+	// registered again), from the registration call without the lock
+	// held; it must not block for long.
+	OnRegistered func(TaskManagerInfo)
 	// FreeStale asks a TaskManager to free an allocation nobody holds any
 	// more. Nil means stale allocations are only counted, never freed.
 	FreeStale func(ctx context.Context, s Stale) error
@@ -147,6 +151,12 @@ func (rm *ResourceManager) RegisterTaskManager(ctx context.Context, r control.Re
 	rm.log.Info("task manager registered", "tm", r.ResourceID, "rpc", r.RPCAddress, "data", r.DataAddress, "slots", r.Slots, "registration", id)
 	rm.notify(lost)
 	rm.freeStale(stale)
+	if rm.cfg.OnRegistered != nil {
+		rm.cfg.OnRegistered(TaskManagerInfo{
+			ResourceID: r.ResourceID, RegistrationID: id, RPCAddress: r.RPCAddress, DataAddress: r.DataAddress,
+			Slots: r.Slots, FreeSlots: r.Slots, CPUCores: r.CPUCores, MemoryBytes: r.MemoryBytes,
+		})
+	}
 	return control.Registered{RegistrationID: id, HeartbeatInterval: rm.cfg.HeartbeatInterval, HeartbeatTimeout: rm.cfg.HeartbeatTimeout}, nil
 }
 

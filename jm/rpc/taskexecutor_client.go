@@ -87,6 +87,22 @@ func (t *TaskExecutors) FreeSlot(ctx context.Context, addr, allocationID string)
 	return nil
 }
 
+// WarmModules asks the TaskManager at addr to compile mods in the
+// background; at most rpcwire.MaxWarmModules of them are sent.
+func (t *TaskExecutors) WarmModules(ctx context.Context, addr string, mods []control.ModuleRef) error {
+	c, err := t.client(addr)
+	if err != nil {
+		return err
+	}
+	if len(mods) > rpcwire.MaxWarmModules {
+		mods = mods[:rpcwire.MaxWarmModules]
+	}
+	if err := c.WarmModules(ctx, rpcwire.ModuleRefsToWire(mods)); err != nil {
+		return fmt.Errorf("warm modules on %s: %w", addr, rpcserver.FromCall(err))
+	}
+	return nil
+}
+
 // TriggerCheckpoint starts a checkpoint at a source task.
 func (t *TaskExecutors) TriggerCheckpoint(ctx context.Context, addr string, f control.FencingToken, executionID string, tr checkpoint.Trigger) error {
 	c, err := t.client(addr)

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cloudwego/kitex/pkg/klog"
-
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/local"
@@ -69,8 +67,6 @@ func Start(t testing.TB, cfg local.Config) *InProcess {
 	if cfg.CacheDir == "" {
 		cfg.CacheDir = CompileCache()
 	}
-	// Kitex's own logger prints every listen and shutdown at info.
-	klog.SetLevel(klog.LevelWarn)
 	if cfg.Logger == nil && os.Getenv("SLUICE_TEST_LOG") != "" {
 		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}

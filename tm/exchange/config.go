@@ -87,3 +87,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	return c, nil
 }
+
+// flushRecheck is how soon a due buffer that could not be sent (no credit,
+// or its writer busy) is looked at again.
+func (c Config) flushRecheck() time.Duration {
+	return max(c.FlushTimeout/2, 100*time.Microsecond)
+}

@@ -344,6 +344,69 @@ func TestFlushTimeoutMovesLowRateStreams(t *testing.T) {
 	}
 }
 
+// TestFlushTimerRunsOnlyWithUnsentRecords checks that the flush loop is
+// disarmed (no timer) while no buffer holds records, arms again when a
+// record waits in a buffer, and stays armed while a due buffer has no
+// credit to be sent with.
+func TestFlushTimerRunsOnlyWithUnsentRecords(t *testing.T) {
+	for _, mode := range []string{"local", "remote"} {
+		t.Run(mode, func(t *testing.T) {
+			tp := newTopology(t, mode, 1, 1, Config{FlushTimeout: time.Millisecond, Credits: 1})
+			m := tp.prod[0]
+			disarmed := func() error {
+				if m.flushArmed.Load() {
+					return errors.New("flush loop still armed")
+				}
+				return nil
+			}
+			testutil.CheckFor(t, 5*time.Second, time.Millisecond, disarmed)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			g, err := tp.cons[0].OpenInput(ctx, control.InputSpec{ResultID: "idle", Producers: 1}, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			w, err := m.OpenOutput(ctx, control.OutputSpec{ResultID: "idle", Partitioner: jobgraph.Forward, Targets: tp.targets()}, 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			testutil.CheckFor(t, 5*time.Second, time.Millisecond, disarmed)
+			// The one credit carries the first record; the second waits in
+			// its buffer with no credit, so the loop must keep watching.
+			for i := range 2 {
+				if err := w.Write(ctx, []abi.Record{rec("", fmt.Sprint(i))}); err != nil {
+					t.Fatal(err)
+				}
+				if i == 0 {
+					testutil.CheckFor(t, 5*time.Second, time.Millisecond, func() error {
+						w.mu.Lock()
+						defer w.mu.Unlock()
+						if w.chans[0].count != 0 {
+							return errors.New("first record not sent yet")
+						}
+						return nil
+					})
+				}
+			}
+			if !m.flushArmed.Load() {
+				t.Fatal("flush loop disarmed while a record waits for credit")
+			}
+			for i := range 2 {
+				b, err := g.Next(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(b.Records) != 1 || string(b.Records[0].Value) != fmt.Sprint(i) {
+					t.Fatalf("batch %d: got %+v", i, b)
+				}
+			}
+			testutil.CheckFor(t, 5*time.Second, time.Millisecond, disarmed)
+		})
+	}
+}
+
 func TestBackPressureKeepsMemoryBounded(t *testing.T) {
 	for _, mode := range []string{"local", "remote"} {
 		t.Run(mode, func(t *testing.T) {

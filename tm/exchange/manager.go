@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -67,6 +68,12 @@ type Manager struct {
 	stop context.CancelFunc
 	wg   sync.WaitGroup
 
+	// flushArmed is true while flushLoop is watching for stale buffers; a
+	// writer that starts a buffer while it is false wakes the loop through
+	// flushWake (cap 1). So an idle Manager has no timer running.
+	flushArmed atomic.Bool
+	flushWake  chan struct{}
+
 	mu        sync.Mutex
 	closed    bool
 	inputs    map[inputKey]*InputGate
@@ -117,6 +124,7 @@ func NewManager(ctx context.Context, cfg Config) (*Manager, error) {
 		conns:     make(map[*conn]struct{}),
 		pending:   make(map[net.Conn]struct{}),
 		writers:   make(map[*ResultWriter]struct{}),
+		flushWake: make(chan struct{}, 1),
 	}
 	m.wg.Add(2)
 	go m.acceptLoop()
@@ -442,32 +450,81 @@ func (m *Manager) forgetConn(c *conn) {
 	m.mu.Unlock()
 }
 
+// armFlush wakes flushLoop if it is not watching already. Writers call it
+// with their own mu held after starting a buffer, which is what makes the
+// loop's disarm-then-rescan in flushLoop miss no buffer.
+func (m *Manager) armFlush() {
+	if m.flushArmed.Load() || !m.flushArmed.CompareAndSwap(false, true) {
+		return
+	}
+	select {
+	case m.flushWake <- struct{}{}:
+	default:
+	}
+}
+
 // flushLoop sends partly filled buffers that waited FlushTimeout, for
-// writers that are idle (a busy writer flushes its own stale buffers).
+// writers that are idle (a busy writer flushes its own stale buffers). It
+// sleeps on one timer set to the earliest such deadline, and on nothing
+// at all while no buffer holds records: an idle TaskManager does not wake.
 func (m *Manager) flushLoop() {
 	defer m.wg.Done()
-	t := time.NewTicker(max(m.cfg.FlushTimeout/2, 100*time.Microsecond))
-	defer t.Stop()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
 	var ws []*ResultWriter
 	for {
 		select {
 		case <-m.ctx.Done():
 			return
-		case <-t.C:
+		case <-m.flushWake:
 		}
-		ws = ws[:0]
-		m.mu.Lock()
-		for w := range m.writers {
-			ws = append(ws, w)
-		}
-		m.mu.Unlock()
-		now := time.Now()
-		for _, w := range ws {
-			if w.mu.TryLock() {
-				w.flushStale(now)
-				w.mu.Unlock()
+		for {
+			next, ok := m.flushDue(&ws)
+			if !ok {
+				// Disarm, then look once more: a writer that started a
+				// buffer before the store is seen by this scan, one that
+				// starts after it sees the loop disarmed and wakes it.
+				m.flushArmed.Store(false)
+				if next, ok = m.flushDue(&ws); !ok {
+					break
+				}
+				m.flushArmed.Store(true)
+			}
+			timer.Reset(time.Until(next))
+			select {
+			case <-m.ctx.Done():
+				return
+			case <-timer.C:
 			}
 		}
-		clear(ws)
 	}
+}
+
+// flushDue sends the stale buffers of every writer and returns when the
+// next one is due; ok is false when no writer holds unsent records.
+func (m *Manager) flushDue(ws *[]*ResultWriter) (next time.Time, ok bool) {
+	*ws = (*ws)[:0]
+	m.mu.Lock()
+	for w := range m.writers {
+		*ws = append(*ws, w)
+	}
+	m.mu.Unlock()
+	now := time.Now()
+	for _, w := range *ws {
+		var due time.Time
+		if w.mu.TryLock() {
+			due = w.flushDue(now)
+			w.mu.Unlock()
+		} else {
+			// Busy in a Write, which flushes its own stale buffers when it
+			// returns, or blocked on credit: look again later.
+			due = now.Add(m.cfg.flushRecheck())
+		}
+		if !due.IsZero() && (!ok || due.Before(next)) {
+			next, ok = due, true
+		}
+	}
+	clear(*ws)
+	return next, ok
 }

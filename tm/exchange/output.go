@@ -401,6 +401,7 @@ func (w *ResultWriter) append(ctx context.Context, oc *outputChannel, r *abi.Rec
 	}
 	if oc.count == 0 {
 		oc.since = time.Now()
+		w.m.armFlush()
 	}
 	oc.buf = abi.AppendRecord(oc.buf, r)
 	oc.count++
@@ -426,20 +427,46 @@ func (w *ResultWriter) sendBuf(oc *outputChannel) error {
 }
 
 // flushStale sends buffers that waited FlushTimeout, where a credit is at
-// hand; it never blocks. Called with w.mu held.
+// hand; it never blocks. Called with w.mu held, at most every
+// FlushTimeout/2 from Write.
 func (w *ResultWriter) flushStale(now time.Time) {
-	if w.err != nil || w.released || now.Sub(w.lastStale) < w.m.cfg.FlushTimeout/2 {
+	if now.Sub(w.lastStale) < w.m.cfg.FlushTimeout/2 {
 		return
 	}
 	w.lastStale = now
+	w.flushDue(now)
+}
+
+// flushDue sends buffers that waited FlushTimeout, where a credit is at
+// hand, and returns when the next partly filled buffer is due (zero when
+// none holds records). A due buffer without credit is looked at again
+// after Config.flushRecheck. Called with w.mu held; never blocks.
+func (w *ResultWriter) flushDue(now time.Time) time.Time {
+	if w.err != nil || w.released {
+		return time.Time{}
+	}
+	ft := w.m.cfg.FlushTimeout
+	var next time.Time
 	for _, oc := range w.chans {
-		if oc.count > 0 && now.Sub(oc.since) >= w.m.cfg.FlushTimeout && oc.tryAcquire() {
-			if err := w.sendBuf(oc); err != nil {
-				w.setErr(err)
-				return
+		if oc.count == 0 {
+			continue
+		}
+		due := oc.since.Add(ft)
+		if !due.After(now) {
+			if oc.tryAcquire() {
+				if err := w.sendBuf(oc); err != nil {
+					w.setErr(err)
+					return time.Time{}
+				}
+				continue
 			}
+			due = now.Add(w.m.cfg.flushRecheck())
+		}
+		if next.IsZero() || due.Before(next) {
+			next = due
 		}
 	}
+	return next
 }
 
 // Flush sends every partly filled buffer, waiting for credit.

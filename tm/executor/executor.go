@@ -398,12 +398,30 @@ func (e *Executor) Close(ctx context.Context) error {
 	select {
 	case <-done:
 		e.cancel()
+		e.modules.Wait() // a background compile ends at its next module
 		return nil
 	case <-ctx.Done():
 		e.cancel() // give up on reports still retrying
 		<-done
+		e.modules.Wait()
 		return fmt.Errorf("close executor: %w", ctx.Err())
 	}
+}
+
+// WarmModules has the module cache fetch and compile refs in the
+// background (ModuleCache.Warm), so a deployment of one of them starts
+// without a compile. It returns at once; a closed Executor ignores it.
+func (e *Executor) WarmModules(_ context.Context, refs []control.ModuleRef) error {
+	e.mu.Lock()
+	closed := e.closed
+	e.mu.Unlock()
+	if closed {
+		return nil
+	}
+	if n := e.modules.Warm(e.ctx, refs); n > 0 {
+		e.log.Debug("compiling modules ahead of deployment", "modules", n, "asked", len(refs))
+	}
+	return nil
 }
 
 // run is the owner goroutine of one task.

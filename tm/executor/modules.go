@@ -29,6 +29,8 @@ type ModuleCache struct {
 
 	mu      sync.Mutex
 	entries map[string]*moduleEntry // digest -> entry
+	loads   int                     // fetch-and-compiles started, for tests
+	warm    warmer
 }
 
 type moduleEntry struct {
@@ -39,7 +41,7 @@ type moduleEntry struct {
 
 // NewModuleCache returns an empty cache; dir "" disables the disk copy.
 func NewModuleCache(rt *wasmhost.Runtime, store blob.Store, dir string) *ModuleCache {
-	return &ModuleCache{rt: rt, store: store, dir: dir, entries: make(map[string]*moduleEntry)}
+	return &ModuleCache{rt: rt, store: store, dir: dir, entries: make(map[string]*moduleEntry), warm: warmer{limit: DefaultWarmLimit}}
 }
 
 // Module returns the compiled module with this digest, fetching it from the
@@ -50,6 +52,7 @@ func (c *ModuleCache) Module(ctx context.Context, tenant, digest string) (*wasmh
 	if !ok {
 		e = &moduleEntry{ready: make(chan struct{})}
 		c.entries[digest] = e
+		c.loads++
 		c.mu.Unlock()
 		e.mod, e.err = c.load(ctx, tenant, digest)
 		if e.err != nil {

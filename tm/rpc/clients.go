@@ -23,9 +23,12 @@ type ResourceManager struct {
 
 var _ executor.ResourceManager = (*ResourceManager)(nil)
 
-// NewResourceManager returns a client for the ResourceManager at addr.
+// NewResourceManager returns a client for the ResourceManager at addr. Its
+// calls (registration, heartbeats) are what an idle TaskManager makes, so
+// they go through rpcserver.IntervalClientOptions: the context's deadline
+// bounds them as a read timeout, and cancelling it does not end them.
 func NewResourceManager(addr string, cfg rpcserver.ClientConfig) (*ResourceManager, error) {
-	c, err := rmclient.NewClient("resourcemanager", rpcserver.ClientOptions(addr, cfg)...)
+	c, err := rmclient.NewClient("resourcemanager", rpcserver.IntervalClientOptions(addr, cfg)...)
 	if err != nil {
 		return nil, fmt.Errorf("resource manager client for %s: %w", addr, err)
 	}
@@ -34,7 +37,7 @@ func NewResourceManager(addr string, cfg rpcserver.ClientConfig) (*ResourceManag
 
 // Register registers the TaskManager.
 func (r *ResourceManager) Register(ctx context.Context, reg control.Registration) (control.Registered, error) {
-	resp, err := r.c.RegisterTaskManager(ctx, rpcwire.RegistrationToWire(reg))
+	resp, err := r.c.RegisterTaskManager(rpcserver.Detach(ctx), rpcwire.RegistrationToWire(reg))
 	if err != nil {
 		return control.Registered{}, fmt.Errorf("register task manager: %w", rpcserver.FromCall(err))
 	}
@@ -43,7 +46,7 @@ func (r *ResourceManager) Register(ctx context.Context, reg control.Registration
 
 // Heartbeat sends one heartbeat.
 func (r *ResourceManager) Heartbeat(ctx context.Context, h control.Heartbeat) (bool, error) {
-	resp, err := r.c.Heartbeat(ctx, rpcwire.HeartbeatToWire(h))
+	resp, err := r.c.Heartbeat(rpcserver.Detach(ctx), rpcwire.HeartbeatToWire(h))
 	if err != nil {
 		return false, fmt.Errorf("heartbeat: %w", rpcserver.FromCall(err))
 	}

@@ -29,6 +29,12 @@ type recorder struct {
 	alloc  string
 	err    error
 	called bool
+	warm   []control.ModuleRef
+}
+
+func (r *recorder) WarmModules(_ context.Context, refs []control.ModuleRef) error {
+	r.called, r.warm = true, refs
+	return r.err
 }
 
 func (r *recorder) DeployTask(_ context.Context, d control.Deployment) error {
@@ -217,6 +223,29 @@ func TestRejectedClassification(t *testing.T) {
 	} {
 		if got := errors.Is(rejected(tc.err), executor.ErrRejected); got != tc.want {
 			t.Errorf("rejected(%v) = %v; want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestWarmModulesEndpoint(t *testing.T) {
+	rec := &recorder{}
+	h := NewTaskExecutor(rec)
+	req := &taskexecutor.WarmModulesRequest{Modules: []*taskexecutor.ModuleRef{{Tenant: "a", Digest: "sha256-1"}, {Tenant: "b", Digest: "sha256-2"}}}
+	if err := h.WarmModules(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.warm) != 2 || rec.warm[0] != (control.ModuleRef{Tenant: "a", Digest: "sha256-1"}) || rec.warm[1].Tenant != "b" {
+		t.Fatalf("executor got %+v", rec.warm)
+	}
+	for name, req := range map[string]*taskexecutor.WarmModulesRequest{
+		"no tenant":  {Modules: []*taskexecutor.ModuleRef{{Digest: "sha256-1"}}},
+		"nil module": {Modules: []*taskexecutor.ModuleRef{nil}},
+		"too many":   {Modules: make([]*taskexecutor.ModuleRef, 65)},
+	} {
+		rec := &recorder{}
+		err := NewTaskExecutor(rec).WarmModules(context.Background(), req)
+		if wireCode(t, err) != common.ErrorCode_INVALID_ARGUMENT || rec.called {
+			t.Errorf("%s: err = %v, executor called %v; want INVALID_ARGUMENT, not called", name, err, rec.called)
 		}
 	}
 }

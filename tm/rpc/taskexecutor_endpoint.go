@@ -25,6 +25,7 @@ type Executor interface {
 	FreeSlot(ctx context.Context, allocationID string) error
 	TriggerCheckpoint(ctx context.Context, tok control.FencingToken, executionID string, t checkpoint.Trigger) error
 	NotifyCheckpoint(ctx context.Context, tok control.FencingToken, executionID string, checkpointID int64, completed bool) error
+	WarmModules(ctx context.Context, refs []control.ModuleRef) error
 }
 
 // TaskExecutor serves the TaskExecutor Kitex service. Every method runs the
@@ -113,6 +114,18 @@ func (h *TaskExecutor) FreeSlot(ctx context.Context, allocationID string) error 
 		return rpcserver.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "free slot: no allocation id"))
 	}
 	return rpcserver.ToWire(h.ex.FreeSlot(ctx, allocationID))
+}
+
+// WarmModules queues modules to compile ahead of their deployment.
+func (h *TaskExecutor) WarmModules(ctx context.Context, req *taskexecutor.WarmModulesRequest) error {
+	if err := h.peer(ctx); err != nil {
+		return rpcserver.ToWire(err)
+	}
+	refs, err := rpcwire.ModuleRefsFromWire(req)
+	if err != nil {
+		return rpcserver.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "warm modules: %w", err))
+	}
+	return rpcserver.ToWire(h.ex.WarmModules(ctx, refs))
 }
 
 // RegisterTaskExecutor returns the registration of the TaskExecutor service

@@ -468,3 +468,32 @@ func (c *Cluster) Submit(p int, module string, args ...string) string {
 	}
 	return strings.TrimSpace(r.Stdout)
 }
+
+// CPUTime is the CPU time (user + system) the process has used so far,
+// read from /proc/<pid>/stat (Linux only: ok is false elsewhere).
+func (p *Proc) CPUTime() (d time.Duration, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, false
+	}
+	// The fields after the command name, which is in parentheses and may
+	// hold spaces: utime and stime are fields 14 and 15 of the line.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, false
+	}
+	var ut, st int64
+	if _, err := fmt.Sscan(f[11], &ut); err != nil {
+		return 0, false
+	}
+	if _, err := fmt.Sscan(f[12], &st); err != nil {
+		return 0, false
+	}
+	const ticks = 100 // USER_HZ: 100 on every Linux Go supports
+	return time.Duration(ut+st) * time.Second / ticks, true
+}

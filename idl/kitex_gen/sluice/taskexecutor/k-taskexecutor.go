@@ -65,3 +65,11 @@ func (p *TaskExecutorNotifyCheckpointArgs) GetFirstArgument() interface{} {
 func (p *TaskExecutorNotifyCheckpointResult) GetResult() interface{} {
 	return nil
 }
+
+func (p *TaskExecutorWarmModulesArgs) GetFirstArgument() interface{} {
+	return p.Req
+}
+
+func (p *TaskExecutorWarmModulesResult) GetResult() interface{} {
+	return nil
+}

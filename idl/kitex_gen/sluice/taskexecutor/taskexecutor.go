@@ -636,6 +636,73 @@ var fieldIDToName_CancelTaskRequest = map[int16]string{
 	2: "execution_id",
 }
 
+type ModuleRef struct {
+	Tenant string `thrift:"tenant,1" frugal:"1,default,string" json:"tenant"`
+	Digest string `thrift:"digest,2" frugal:"2,default,string" json:"digest"`
+}
+
+func NewModuleRef() *ModuleRef {
+	return &ModuleRef{}
+}
+
+func (p *ModuleRef) InitDefault() {
+}
+
+func (p *ModuleRef) GetTenant() (v string) {
+	return p.Tenant
+}
+
+func (p *ModuleRef) GetDigest() (v string) {
+	return p.Digest
+}
+func (p *ModuleRef) SetTenant(val string) {
+	p.Tenant = val
+}
+func (p *ModuleRef) SetDigest(val string) {
+	p.Digest = val
+}
+
+func (p *ModuleRef) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("ModuleRef(%+v)", *p)
+}
+
+var fieldIDToName_ModuleRef = map[int16]string{
+	1: "tenant",
+	2: "digest",
+}
+
+type WarmModulesRequest struct {
+	Modules []*ModuleRef `thrift:"modules,1" frugal:"1,default,list<ModuleRef>" json:"modules"`
+}
+
+func NewWarmModulesRequest() *WarmModulesRequest {
+	return &WarmModulesRequest{}
+}
+
+func (p *WarmModulesRequest) InitDefault() {
+}
+
+func (p *WarmModulesRequest) GetModules() (v []*ModuleRef) {
+	return p.Modules
+}
+func (p *WarmModulesRequest) SetModules(val []*ModuleRef) {
+	p.Modules = val
+}
+
+func (p *WarmModulesRequest) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("WarmModulesRequest(%+v)", *p)
+}
+
+var fieldIDToName_WarmModulesRequest = map[int16]string{
+	1: "modules",
+}
+
 type TaskExecutor interface {
 	DeployTask(ctx context.Context, req *TaskDeployment) (err error)
 
@@ -646,6 +713,8 @@ type TaskExecutor interface {
 	TriggerCheckpoint(ctx context.Context, req *TriggerCheckpointRequest) (err error)
 
 	NotifyCheckpoint(ctx context.Context, req *NotifyCheckpointRequest) (err error)
+
+	WarmModules(ctx context.Context, req *WarmModulesRequest) (err error)
 }
 
 type TaskExecutorDeployTaskArgs struct {
@@ -1016,6 +1085,82 @@ func (p *TaskExecutorNotifyCheckpointResult) String() string {
 }
 
 var fieldIDToName_TaskExecutorNotifyCheckpointResult = map[int16]string{
+	1: "err",
+}
+
+type TaskExecutorWarmModulesArgs struct {
+	Req *WarmModulesRequest `thrift:"req,1" frugal:"1,default,WarmModulesRequest" json:"req"`
+}
+
+func NewTaskExecutorWarmModulesArgs() *TaskExecutorWarmModulesArgs {
+	return &TaskExecutorWarmModulesArgs{}
+}
+
+func (p *TaskExecutorWarmModulesArgs) InitDefault() {
+}
+
+var TaskExecutorWarmModulesArgs_Req_DEFAULT *WarmModulesRequest
+
+func (p *TaskExecutorWarmModulesArgs) GetReq() (v *WarmModulesRequest) {
+	if !p.IsSetReq() {
+		return TaskExecutorWarmModulesArgs_Req_DEFAULT
+	}
+	return p.Req
+}
+func (p *TaskExecutorWarmModulesArgs) SetReq(val *WarmModulesRequest) {
+	p.Req = val
+}
+
+func (p *TaskExecutorWarmModulesArgs) IsSetReq() bool {
+	return p.Req != nil
+}
+
+func (p *TaskExecutorWarmModulesArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TaskExecutorWarmModulesArgs(%+v)", *p)
+}
+
+var fieldIDToName_TaskExecutorWarmModulesArgs = map[int16]string{
+	1: "req",
+}
+
+type TaskExecutorWarmModulesResult struct {
+	Err *common.SluiceError `thrift:"err,1,optional" frugal:"1,optional,common.SluiceError" json:"err,omitempty"`
+}
+
+func NewTaskExecutorWarmModulesResult() *TaskExecutorWarmModulesResult {
+	return &TaskExecutorWarmModulesResult{}
+}
+
+func (p *TaskExecutorWarmModulesResult) InitDefault() {
+}
+
+var TaskExecutorWarmModulesResult_Err_DEFAULT *common.SluiceError
+
+func (p *TaskExecutorWarmModulesResult) GetErr() (v *common.SluiceError) {
+	if !p.IsSetErr() {
+		return TaskExecutorWarmModulesResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *TaskExecutorWarmModulesResult) SetErr(val *common.SluiceError) {
+	p.Err = val
+}
+
+func (p *TaskExecutorWarmModulesResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *TaskExecutorWarmModulesResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TaskExecutorWarmModulesResult(%+v)", *p)
+}
+
+var fieldIDToName_TaskExecutorWarmModulesResult = map[int16]string{
 	1: "err",
 }
 

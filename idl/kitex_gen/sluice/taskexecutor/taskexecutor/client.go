@@ -16,6 +16,7 @@ type Client interface {
 	FreeSlot(ctx context.Context, allocationId string, callOptions ...callopt.Option) (err error)
 	TriggerCheckpoint(ctx context.Context, req *taskexecutor.TriggerCheckpointRequest, callOptions ...callopt.Option) (err error)
 	NotifyCheckpoint(ctx context.Context, req *taskexecutor.NotifyCheckpointRequest, callOptions ...callopt.Option) (err error)
+	WarmModules(ctx context.Context, req *taskexecutor.WarmModulesRequest, callOptions ...callopt.Option) (err error)
 }
 
 // NewClient creates a client for the service defined in IDL.
@@ -70,4 +71,9 @@ func (p *kTaskExecutorClient) TriggerCheckpoint(ctx context.Context, req *taskex
 func (p *kTaskExecutorClient) NotifyCheckpoint(ctx context.Context, req *taskexecutor.NotifyCheckpointRequest, callOptions ...callopt.Option) (err error) {
 	ctx = client.NewCtxWithCallOptions(ctx, callOptions)
 	return p.kClient.NotifyCheckpoint(ctx, req)
+}
+
+func (p *kTaskExecutorClient) WarmModules(ctx context.Context, req *taskexecutor.WarmModulesRequest, callOptions ...callopt.Option) (err error) {
+	ctx = client.NewCtxWithCallOptions(ctx, callOptions)
+	return p.kClient.WarmModules(ctx, req)
 }

@@ -49,6 +49,13 @@ var serviceMethods = map[string]kitex.MethodInfo{
 		false,
 		kitex.WithStreamingMode(kitex.StreamingNone),
 	),
+	"WarmModules": kitex.NewMethodInfo(
+		warmModulesHandler,
+		newTaskExecutorWarmModulesArgs,
+		newTaskExecutorWarmModulesResult,
+		false,
+		kitex.WithStreamingMode(kitex.StreamingNone),
+	),
 }
 
 var (
@@ -230,6 +237,29 @@ func newTaskExecutorNotifyCheckpointResult() interface{} {
 	return taskexecutor.NewTaskExecutorNotifyCheckpointResult()
 }
 
+func warmModulesHandler(ctx context.Context, handler interface{}, arg, result interface{}) error {
+	realArg := arg.(*taskexecutor.TaskExecutorWarmModulesArgs)
+	realResult := result.(*taskexecutor.TaskExecutorWarmModulesResult)
+	err := handler.(taskexecutor.TaskExecutor).WarmModules(ctx, realArg.Req)
+	if err != nil {
+		switch v := err.(type) {
+		case *common.SluiceError:
+			realResult.Err = v
+		default:
+			return err
+		}
+	} else {
+	}
+	return nil
+}
+func newTaskExecutorWarmModulesArgs() interface{} {
+	return taskexecutor.NewTaskExecutorWarmModulesArgs()
+}
+
+func newTaskExecutorWarmModulesResult() interface{} {
+	return taskexecutor.NewTaskExecutorWarmModulesResult()
+}
+
 type kClient struct {
 	c client.Client
 }
@@ -301,6 +331,20 @@ func (p *kClient) NotifyCheckpoint(ctx context.Context, req *taskexecutor.Notify
 	_args.Req = req
 	var _result taskexecutor.TaskExecutorNotifyCheckpointResult
 	if err = p.c.Call(ctx, "NotifyCheckpoint", &_args, &_result); err != nil {
+		return
+	}
+	switch {
+	case _result.Err != nil:
+		return _result.Err
+	}
+	return nil
+}
+
+func (p *kClient) WarmModules(ctx context.Context, req *taskexecutor.WarmModulesRequest) (err error) {
+	var _args taskexecutor.TaskExecutorWarmModulesArgs
+	_args.Req = req
+	var _result taskexecutor.TaskExecutorWarmModulesResult
+	if err = p.c.Call(ctx, "WarmModules", &_args, &_result); err != nil {
 		return
 	}
 	switch {

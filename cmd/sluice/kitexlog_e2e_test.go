@@ -1,0 +1,32 @@
+package main
+
+import (
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/cmd/sluice/internal/proctest"
+)
+
+// TestClientAgainstDownJobManagerPrintsOneLine checks that a client
+// command whose JobManager is not there prints its own error and nothing
+// else: none of the retry notes Kitex writes for each connection attempt.
+func TestClientAgainstDownJobManagerPrintsOneLine(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	for _, args := range [][]string{
+		{"list", "--jm", addr},
+		{"status", "--jm", addr, "0123456789abcdef"},
+		{"overview", "--jm", addr},
+	} {
+		r := proctest.Sluice(t, nil, args...)
+		lines := strings.Split(strings.TrimRight(r.Stderr, "\n"), "\n")
+		if r.Code == 0 || len(lines) != 1 || !strings.HasPrefix(lines[0], "sluice: ") {
+			t.Errorf("sluice %v: exit %d, stderr:\n%s\nwant exactly one line, the command's error", args, r.Code, r.Stderr)
+		}
+	}
+}

@@ -1,0 +1,97 @@
+package executor
+
+import (
+	"context"
+	"runtime"
+	"sync"
+
+	"github.com/sluicehq/sluice/internal/control"
+	"github.com/sluicehq/sluice/internal/threadprio"
+)
+
+// DefaultWarmLimit is how many modules a ModuleCache may hold before
+// warming stops adding to it: warming never grows the cache past it (a
+// deployment's own compile always runs).
+const DefaultWarmLimit = 16
+
+// warmer is the ModuleCache's background compile queue, guarded by the
+// cache's mu. One goroutine at most works through it, started when the
+// queue gets work and gone when it is empty, so an idle cache runs none.
+type warmer struct {
+	limit   int
+	queue   []control.ModuleRef
+	queued  map[string]bool // digests in queue
+	running bool
+	wg      sync.WaitGroup
+}
+
+// Warm queues modules to fetch and compile in the background, in order,
+// one at a time, on an OS thread at the weakest priority, so a later
+// deployment of one finds it compiled (or joins its compile under way).
+// Modules held or queued already are skipped, and so is everything once
+// the cache holds, or has queued, DefaultWarmLimit modules. It returns at
+// once, with the number of modules it queued. Fetching goes through
+// Module, so the tenant's blob key and the digest are checked as for a
+// deployment; a failure is dropped (the deployment will report it).
+//
+// Work ends when ctx does; Wait waits for it.
+func (c *ModuleCache) Warm(ctx context.Context, refs []control.ModuleRef) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := &c.warm
+	n := 0
+	for _, r := range refs {
+		if _, held := c.entries[r.Digest]; held || w.queued[r.Digest] {
+			continue
+		}
+		if len(c.entries)+len(w.queue) >= w.limit {
+			break
+		}
+		if w.queued == nil {
+			w.queued = make(map[string]bool)
+		}
+		w.queue = append(w.queue, r)
+		w.queued[r.Digest] = true
+		n++
+	}
+	if n > 0 && !w.running {
+		w.running = true
+		w.wg.Add(1)
+		go c.warmLoop(ctx)
+	}
+	return n
+}
+
+// Wait waits until no background compile runs.
+func (c *ModuleCache) Wait() { c.warm.wg.Wait() }
+
+func (c *ModuleCache) warmLoop(ctx context.Context) {
+	defer c.warm.wg.Done()
+	// Demote the thread the compiles run on: a replacement TaskManager has
+	// the cores to itself, a busy one gives them to its tasks first.
+	runtime.LockOSThread()
+	tid := threadprio.Self()
+	lowered := threadprio.Lower(tid) == nil
+	defer func() {
+		// A thread that cannot be raised again stays locked, and ends
+		// with this goroutine, so nothing else runs at its priority.
+		if !lowered || threadprio.Raise(tid) == nil {
+			runtime.UnlockOSThread()
+		}
+	}()
+	for {
+		c.mu.Lock()
+		w := &c.warm
+		if len(w.queue) == 0 || ctx.Err() != nil {
+			w.queue, w.queued, w.running = nil, nil, false
+			c.mu.Unlock()
+			return
+		}
+		r := w.queue[0]
+		w.queue = w.queue[1:]
+		delete(w.queued, r.Digest)
+		c.mu.Unlock()
+		// Failures are the deployment's to report.
+		_, _ = c.Module(ctx, r.Tenant, r.Digest)
+	}
+}

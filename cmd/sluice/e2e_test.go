@@ -207,6 +207,47 @@ func TestE2EKillTaskManagerRecoversWithDefaults(t *testing.T) {
 	}
 }
 
+// TestE2EFrozenTaskManagerRecovers: a TaskManager stopped with SIGSTOP
+// keeps its connections open and answers nothing, so only its missed
+// heartbeats reveal it. With default settings the job is RUNNING again on
+// the spare after the heartbeat timeout and one restart; the time from the
+// freeze is logged (BENCHMARKS.md), not asserted.
+func TestE2EFrozenTaskManagerRecovers(t *testing.T) {
+	c := proctest.Start(t, []string{"--restart-attempts", "5"}, 1, 1)
+	id := c.Submit(2, moduleDir(t, "local/testdata/spin"))
+	d := localtest.WaitAllRunning(t, c, id, 2*time.Minute)
+	c.StartTaskManager(1)
+	localtest.WaitJob(t, c, id, time.Minute, func(client.JobDetails) error {
+		if ov := c.Overview(); ov.SlotsFree < 1 {
+			return fmt.Errorf("%d slots free, want the spare's", ov.SlotsFree)
+		}
+		return nil
+	})
+	subtasks := d.Vertices[0].Subtasks
+	frozenAddr := subtasks[len(subtasks)-1].TaskManager
+	frozen := localtest.TaskManagerIndex(t, c, frozenAddr)
+	froze := time.Now()
+	c.TMs[frozen].Freeze(t)
+	d = localtest.WaitJob(t, c, id, 2*time.Minute, func(d client.JobDetails) error {
+		if d.Restarts < 1 {
+			return fmt.Errorf("job %s has not restarted", id)
+		}
+		return localtest.AllRunning(d)
+	})
+	took := time.Since(froze)
+	for _, v := range d.Vertices {
+		for _, s := range v.Subtasks {
+			if s.TaskManager == frozenAddr {
+				t.Errorf("subtask %s/%d RUNNING on the frozen TaskManager %s", v.Name, s.Index, frozenAddr)
+			}
+		}
+	}
+	t.Logf("SIGSTOP of a TaskManager to every subtask RUNNING on the spare: %v (heartbeat timeout 10s)", took.Round(10*time.Millisecond))
+	if r := c.Run("cancel", id); r.Code != 0 {
+		t.Fatalf("sluice cancel: exit %d: %s", r.Code, r.Stderr)
+	}
+}
+
 // TestE2EKillTaskManagerNotEnoughSlots: with no spare slots the job fails
 // with a clear error instead of hanging.
 func TestE2EKillTaskManagerNotEnoughSlots(t *testing.T) {

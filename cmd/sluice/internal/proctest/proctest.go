@@ -175,6 +175,17 @@ func (p *Proc) Kill() {
 	<-p.done
 }
 
+// Freeze stops the process with SIGSTOP: it keeps its connections open
+// and answers nothing, as a hung or swapped-out machine does. The test's
+// cleanup thaws it, so a later Kill or Stop still ends it.
+func (p *Proc) Freeze(t testing.TB) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("freeze %s: %v", p.Name, err)
+	}
+	t.Cleanup(func() { p.cmd.Process.Signal(syscall.SIGCONT) })
+}
+
 // Stderr returns what the process wrote to stderr so far (its log).
 func (p *Proc) Stderr() string { return p.stderr.String() }
 

@@ -500,12 +500,14 @@ func (e *Executor) runTask(ctx context.Context, rt *runningTask, rep *reporter, 
 	limits := taskLimits(e.cfg.Limits, d.Limits)
 	limits.GrantClock = d.Config.Clock == jobconfig.ClockWall
 	deps := task.Deps{
-		Runtime:     e.cfg.Runtime,
-		Modules:     e.modules,
-		Blob:        e.cfg.Blob,
-		Exchange:    e.cfg.Exchange,
-		Limits:      limits,
-		Logger:      log,
+		Runtime:  e.cfg.Runtime,
+		Modules:  e.modules,
+		Blob:     e.cfg.Blob,
+		Exchange: e.cfg.Exchange,
+		Limits:   limits,
+		// The task adds its own job, task and tenant attributes: given
+		// log, every guest line would carry them twice.
+		Logger:      e.log,
 		OnRunning:   func() { rep.send(control.TaskUpdate{State: control.TaskRunning}) },
 		Control:     rt.ctl,
 		Checkpoints: rep,

@@ -19,6 +19,10 @@ struct SubmitJobRequest {
     4: map<string, string> config,
     5: optional string name,
     6: optional string from_savepoint,   // a savepoint id of the caller's tenant
+    // a retained checkpoint of the caller's tenant: "<job>/<n>" (as
+    // `sluice checkpoints` prints) or its blob directory; not with
+    // from_savepoint
+    7: optional string from_checkpoint,
 }
 
 struct SubmitJobResponse {
@@ -52,13 +56,20 @@ struct VertexStatus {
     4: list<SubtaskStatus> subtasks,
 }
 
+struct FailureRecord {
+    1: i64 time_ms,
+    2: string cause,
+}
+
 struct JobDetails {
     1: JobSummary summary,
     2: list<VertexStatus> vertices,
-    3: string failure,        // the root cause when FAILED, with the guest's stack trace
+    3: string failure,        // the current failure's root cause (FAILING, RESTARTING, FAILED), with the guest's stack trace
     4: i32 restarts,
     5: map<string, i64> state_times_ms,
     6: optional string module_digest,
+    7: optional map<string, i64> accumulators,   // summed over every task, once FINISHED
+    8: optional list<FailureRecord> history,     // the failures that restarted or failed the job, oldest first
 }
 
 struct JobResult {
@@ -99,6 +110,7 @@ struct CheckpointInfo {
     7: i64 size,
     8: string reason,         // why it was aborted
     9: string location,       // blob directory of its metadata
+    10: optional bool retained, // its metadata is in the blob store: it can be resumed from
 }
 
 struct ListCheckpointsResponse {

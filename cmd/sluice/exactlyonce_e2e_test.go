@@ -145,6 +145,17 @@ func TestE2EExactlyOnceKillTaskManagers(t *testing.T) {
 	if v := res.Accumulators["violations"]; v != 0 {
 		t.Errorf("%d sequence violations", v)
 	}
+	// What a user sees: the verdict, and the kills as history, not as a
+	// failure of the FINISHED job.
+	st := c.Run("status", id)
+	if st.Code != 0 || !strings.Contains(st.Stdout, "accumulators:\n  violations 0\n") ||
+		!strings.Contains(st.Stdout, "\nhistory:\n") || strings.Contains(st.Stdout, "failure:") ||
+		!strings.Contains(st.Stdout, fmt.Sprintf("restarts  %d\n", res.Restarts)) {
+		t.Errorf("sluice status %s: exit %d, want violations 0, %d restarts and their history, no failure:\n%s%s", id, st.Code, res.Restarts, st.Stdout, st.Stderr)
+	}
+	if d := c.Status(id); len(d.History) != res.Restarts || d.Accumulators["violations"] != 0 || d.Failure != "" {
+		t.Errorf("sluice status --json: history %+v, accumulators %v, failure %q", d.History, d.Accumulators, d.Failure)
+	}
 	cps := c.Checkpoints(id)
 	t.Logf("%d restarts, recoveries %v, checkpoints: %d", res.Restarts, recoveries, len(cps))
 

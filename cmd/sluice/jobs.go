@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -56,7 +58,7 @@ func newStatusCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "status JOB",
-		Short: "Show a job: its state, each vertex's subtasks and where they run, and the failure if any",
+		Short: "Show a job: its state, accumulators, each vertex's subtasks and where they run, its restarts' causes and the failure if any",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := dial(cmd, jm)
@@ -177,6 +179,7 @@ func printDetails(w io.Writer, d client.JobDetails) {
 		fmt.Fprintf(w, "module    %s\n", d.ModuleDigest)
 	}
 	fmt.Fprintf(w, "restarts  %d\n", d.Restarts)
+	printAccumulators(w, d.Accumulators)
 	if len(d.Vertices) > 0 {
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -193,12 +196,49 @@ func printDetails(w io.Writer, d client.JobDetails) {
 		}
 		tw.Flush()
 	}
-	if d.Failure != "" {
+	if len(d.History) > 0 {
+		fmt.Fprintln(w)
+		printHistory(w, d.History)
+	}
+	if d.Failure != "" && d.State == client.StateFailed {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "failure:")
-		for line := range strings.SplitSeq(strings.TrimRight(safeText(d.Failure), "\n"), "\n") {
-			fmt.Fprintln(w, "  "+line)
-		}
+		printIndented(w, "", d.Failure)
+	}
+}
+
+// printHistory writes the failures that ended attempts, with their times:
+// the causes of the restarts are history, not the job's failure.
+func printHistory(w io.Writer, h []client.FailureRecord) {
+	if len(h) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "history:")
+	for _, f := range h {
+		printIndented(w, fmtTime(f.Time)+"  ", f.Cause)
+	}
+}
+
+// printIndented writes guest-supplied text, escaped, indented by two
+// spaces, its first line after head and the others under it.
+func printIndented(w io.Writer, head, text string) {
+	pad := strings.Repeat(" ", len(head))
+	for line := range strings.SplitSeq(strings.TrimRight(safeText(text), "\n"), "\n") {
+		fmt.Fprintln(w, "  "+head+line)
+		head = pad
+	}
+}
+
+// printAccumulators writes the accumulators under a heading, one
+// "  NAME VALUE" line each, sorted by name (one space, so a script can
+// split the line).
+func printAccumulators(w io.Writer, acc map[string]int64) {
+	if len(acc) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "accumulators:")
+	for _, n := range slices.Sorted(maps.Keys(acc)) {
+		fmt.Fprintf(w, "  %s %d\n", quoteName(n), acc[n]) // names come from the guest
 	}
 }
 

@@ -348,6 +348,12 @@ func finish(stdout, stderr io.Writer, r client.JobResult) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "job %s FINISHED in %v: %d records\n", r.ID, r.Duration.Round(time.Millisecond), len(r.Records))
+	fmt.Fprintf(stderr, "job %s FINISHED in %v: %d records", r.ID, r.Duration.Round(time.Millisecond), len(r.Records))
+	if r.Restarts > 0 {
+		fmt.Fprintf(stderr, " after %d restarts", r.Restarts)
+	}
+	fmt.Fprintln(stderr)
+	printAccumulators(stderr, r.Accumulators)
+	printHistory(stderr, r.History)
 	return nil
 }

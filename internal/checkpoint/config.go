@@ -24,4 +24,8 @@ type Stats struct {
 	// Location is the directory of its metadata: where it can be resumed
 	// from.
 	Location string
+	// Retained: the checkpoint's metadata is in the blob store, so a job
+	// can resume from it (a completed checkpoint not yet subsumed, or one
+	// its job kept when it ended).
+	Retained bool
 }

@@ -115,6 +115,7 @@ type JobMaster struct {
 	// unreachable holds the TaskManagers a call of this attempt could not
 	// reach: their tasks are not waited for when they are canceled.
 	unreachable  map[string]bool
+	history      []FailureRecord
 	restarter    *restarter
 	stateTimes   map[JobState]time.Time
 	start, end   time.Time
@@ -911,6 +912,7 @@ func (jm *JobMaster) failWith(cause string, consequence bool) {
 	jm.consequence = consequence
 	jm.failedAttempt = jm.attempt
 	jm.failedAt = time.Now()
+	jm.noteFailure(cause)
 	jm.log.Warn("job failing", "attempt", jm.attempt, "cause", cause)
 	jm.checkpointEvent(checkpointing.AttemptEnding{Reason: "the job is failing: " + cause})
 	jm.setState(Failing)
@@ -941,6 +943,7 @@ func (jm *JobMaster) upgradeFailure(cause string) {
 	jm.log.Info("root cause of the failure found", "cause", cause, "consequence", jm.failure)
 	jm.failure = cause
 	jm.consequence = false
+	jm.historyCause(cause)
 }
 
 func (jm *JobMaster) cancelExec(x *execution) {
@@ -1268,8 +1271,9 @@ func (jm *JobMaster) publish() {
 		State:        jm.state,
 		Start:        jm.start,
 		End:          jm.end,
-		Failure:      jm.failure,
+		Failure:      jm.currentFailure(),
 		Restarts:     jm.restarts,
+		History:      slices.Clone(jm.history),
 		StateTimes:   maps.Clone(jm.stateTimes),
 	}}
 	if jm.state == Finished {

@@ -400,6 +400,15 @@ func TestRestartsWithFixedDelayThenFails(t *testing.T) {
 		!strings.Contains(r.Failure, "gave up after 2 restarts") || !strings.Contains(r.Failure, `task "lines -> split -> by word" subtask 1/1`) {
 		t.Fatalf("failure %q, restarts %d", r.Failure, r.Restarts)
 	}
+	// Every attempt's failure, oldest first: two restarts, then FAILED.
+	if len(r.History) != 3 {
+		t.Fatalf("history %+v: want 3 failures", r.History)
+	}
+	for i, f := range r.History {
+		if !strings.Contains(f.Cause, fmt.Sprintf("guest trap in attempt %d", i)) || (i > 0 && f.Time.Before(r.History[i-1].Time)) {
+			t.Errorf("history[%d] = %+v", i, f)
+		}
+	}
 	deps, cancels, _ := h.gw.snapshot()
 	var attempts []int64
 	for _, d := range deps {
@@ -451,8 +460,12 @@ func TestRestartThenFinishKeepsOnlyTheLastAttempt(t *testing.T) {
 	if r.Restarts != 1 || len(r.Records) != 1 || r.Accumulators["n"] != 2 {
 		t.Fatalf("restarts %d records %q acc %v", r.Restarts, r.Records, r.Accumulators)
 	}
-	if r.Failure == "" {
-		t.Fatal("the failure that caused the restart is forgotten")
+	// The restart's cause is history; a FINISHED job has no failure.
+	if r.Failure != "" {
+		t.Errorf("FINISHED job shows failure %q", r.Failure)
+	}
+	if len(r.History) != 1 || !strings.Contains(r.History[0].Cause, "boom") || r.History[0].Time.IsZero() {
+		t.Fatalf("history %+v: want the one failure that caused the restart", r.History)
 	}
 }
 
@@ -495,8 +508,8 @@ func TestTaskManagerLossTriggersRestart(t *testing.T) {
 	h.jm.TaskManagerLost(resourcemanager.Lost{ResourceID: "tm1", JobID: "j1", Allocations: lost, Reason: "heartbeat timeout"})
 	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error { return deployments(h, 8) })
 	d := h.jm.Details()
-	if d.Restarts != 1 || !strings.Contains(d.Failure, "task manager tm1 lost (heartbeat timeout)") {
-		t.Fatalf("details: restarts %d failure %q", d.Restarts, d.Failure)
+	if d.Restarts != 1 || len(d.History) != 1 || !strings.Contains(d.History[0].Cause, "task manager tm1 lost (heartbeat timeout)") {
+		t.Fatalf("details: restarts %d history %+v", d.Restarts, d.History)
 	}
 	_, cancels, frees := h.gw.snapshot()
 	if len(cancels) != 2 {

@@ -101,16 +101,36 @@ type Details struct {
 	State        JobState
 	Start, End   time.Time // End is zero until the job ends
 	Vertices     []VertexStatus
-	Failure      string // the root cause, with the guest's stack trace
-	Restarts     int
-	StateTimes   map[JobState]time.Time // when the job last entered each state
+	// Failure is the root cause of the current failure, with the guest's
+	// stack trace: set while FAILING or RESTARTING and once FAILED. The
+	// failures a job recovered from are in History.
+	Failure  string
+	Restarts int
+	// History is the failures that ended an attempt of the job (each
+	// followed by a restart, or by FAILED), oldest first: the last
+	// MaxHistory of them.
+	History    []FailureRecord
+	StateTimes map[JobState]time.Time // when the job last entered each state
+	// Accumulators are summed over every task once the job FINISHED; nil
+	// before.
+	Accumulators map[string]int64
 }
 
+// FailureRecord is one failure of a job: when it happened and its root
+// cause.
+type FailureRecord struct {
+	Time  time.Time
+	Cause string
+}
+
+// MaxHistory bounds Details.History (as Flink's
+// web.exception-history-size).
+const MaxHistory = 16
+
 // Result is a job's outcome: its details and, once FINISHED, the
-// collect-sink records and the accumulators summed over every task.
+// collect-sink records.
 type Result struct {
 	Details
-	Records      [][]byte
-	Accumulators map[string]int64
-	Duration     time.Duration
+	Records  [][]byte
+	Duration time.Duration
 }

@@ -21,6 +21,7 @@ func checkpointToWire(s checkpoint.Stats) *dispatcher.CheckpointInfo {
 		Size:        s.Size,
 		Reason:      s.Reason,
 		Location:    s.Location,
+		Retained:    &s.Retained,
 	}
 }
 
@@ -45,6 +46,12 @@ func detailsToWire(d jmd.Details) *dispatcher.JobDetails {
 	if d.ModuleDigest != "" {
 		digest := d.ModuleDigest
 		w.ModuleDigest = &digest
+	}
+	if d.Accumulators != nil {
+		w.Accumulators = maps.Clone(d.Accumulators)
+	}
+	for _, f := range d.History {
+		w.History = append(w.History, &dispatcher.FailureRecord{TimeMs: ms(f.Time), Cause: f.Cause})
 	}
 	for s, t := range d.StateTimes {
 		w.StateTimesMs[string(s)] = ms(t)

@@ -136,6 +136,9 @@ func (c *Client) SubmitJob(ctx context.Context, spec JobSpec) (string, error) {
 	if spec.FromSavepoint != "" {
 		req.FromSavepoint = &spec.FromSavepoint
 	}
+	if spec.FromCheckpoint != "" {
+		req.FromCheckpoint = &spec.FromCheckpoint
+	}
 	resp, err := c.c.SubmitJob(ctx, req, opt)
 	if err != nil {
 		return "", wrap("submit job", err)
@@ -266,10 +269,13 @@ func (c *Client) TriggerSavepoint(ctx context.Context, jobID string, stop bool, 
 }
 
 // ListCheckpoints returns a job's checkpoints and savepoints, newest first.
+// A job the JobManager no longer knows (it expired, or ran on a JobManager
+// that is gone) is listed from the blob store: its retained checkpoints.
 //
 // # Errors
 //
-// ErrJobNotFound.
+// ErrJobNotFound when the JobManager knows no such job and the store
+// holds no checkpoint of it.
 func (c *Client) ListCheckpoints(ctx context.Context, jobID string) ([]Checkpoint, error) {
 	ctx, cancel, opt := call(ctx, c.timeout)
 	defer cancel()

@@ -55,7 +55,11 @@ func (f *fakeDispatcher) GetJob(_ context.Context, id string) (*dispatcher.JobDe
 	if f.hang > 0 {
 		time.Sleep(f.hang) // behaviour under test: a server that hangs past the call timeout
 	}
-	return f.details("RUNNING"), nil
+	d := f.details("FINISHED")
+	d.Restarts = 1
+	d.Accumulators = map[string]int64{"violations": 0}
+	d.History = []*dispatcher.FailureRecord{{TimeMs: 1500, Cause: "task manager lost"}}
+	return d, nil
 }
 
 func (f *fakeDispatcher) details(state string) *dispatcher.JobDetails {
@@ -101,7 +105,7 @@ func (f *fakeDispatcher) TriggerSavepoint(_ context.Context, req *dispatcher.Sav
 
 func (f *fakeDispatcher) ListCheckpoints(_ context.Context, id string) (*dispatcher.ListCheckpointsResponse, error) {
 	return &dispatcher.ListCheckpointsResponse{Checkpoints: []*dispatcher.CheckpointInfo{
-		{Id: 2, Status: "ABORTED", Reason: "declined"}, {Id: 1, Status: "COMPLETED", Size: 10},
+		{Id: 2, Status: "ABORTED", Reason: "declined"}, {Id: 1, Status: "COMPLETED", Size: 10, Retained: ptr(true)},
 	}}, nil
 }
 
@@ -157,6 +161,9 @@ func TestClientCalls(t *testing.T) {
 	if err != nil || len(d.Vertices) != 1 || len(d.Vertices[0].Subtasks) != 2 || d.Vertices[0].Subtasks[1].TaskManager != "tm-b" {
 		t.Fatalf("GetJob = %+v, %v", d, err)
 	}
+	if v, ok := d.Accumulators["violations"]; !ok || v != 0 || len(d.History) != 1 || d.History[0].Cause != "task manager lost" || d.History[0].Time.UnixMilli() != 1500 {
+		t.Fatalf("GetJob accumulators %v history %+v", d.Accumulators, d.History)
+	}
 	if err := c.CancelJob(ctx, "job-1"); err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +180,7 @@ func TestClientCalls(t *testing.T) {
 		t.Fatalf("TriggerSavepoint(nope) = %v; want ErrJobNotFound", err)
 	}
 	cps, err := c.ListCheckpoints(ctx, "job-1")
-	if err != nil || len(cps) != 2 || cps[0].Reason != "declined" || cps[1].Size != 10 {
+	if err != nil || len(cps) != 2 || cps[0].Reason != "declined" || cps[1].Size != 10 || cps[0].Retained || !cps[1].Retained {
 		t.Fatalf("ListCheckpoints = %+v, %v", cps, err)
 	}
 	if err := c.DisposeSavepoint(ctx, "sp-1"); err != nil {
@@ -248,3 +255,5 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreAnyFunction("github.com/bytedance/gopkg/util/gopool.(*worker).run.func1"),
 	)
 }
+
+func ptr[T any](v T) *T { return &v }

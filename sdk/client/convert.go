@@ -35,6 +35,12 @@ func detailsFromWire(d *dispatcher.JobDetails) JobDetails {
 		Failure:      d.GetFailure(),
 		Restarts:     int(d.GetRestarts()),
 		ModuleDigest: d.GetModuleDigest(),
+		Accumulators: d.GetAccumulators(),
+	}
+	for _, f := range d.GetHistory() {
+		if f != nil {
+			out.History = append(out.History, FailureRecord{Time: msTime(f.GetTimeMs()), Cause: f.GetCause()})
+		}
 	}
 	if len(d.GetStateTimesMs()) > 0 {
 		out.StateTimes = make(map[string]time.Time, len(d.GetStateTimesMs()))
@@ -68,12 +74,15 @@ func resultFromWire(r *dispatcher.JobResult_) JobResult {
 	if r == nil {
 		return JobResult{}
 	}
-	return JobResult{
-		JobDetails:   detailsFromWire(r.GetDetails()),
-		Records:      r.GetRecords(),
-		Accumulators: r.GetAccumulators(),
-		Duration:     time.Duration(r.GetDurationMs()) * time.Millisecond,
+	out := JobResult{
+		JobDetails: detailsFromWire(r.GetDetails()),
+		Records:    r.GetRecords(),
+		Duration:   time.Duration(r.GetDurationMs()) * time.Millisecond,
 	}
+	if out.Accumulators == nil {
+		out.Accumulators = r.GetAccumulators() // a JobManager that does not put them in the details
+	}
+	return out
 }
 
 func overviewFromWire(o *dispatcher.ClusterOverview) Overview {
@@ -113,5 +122,6 @@ func checkpointFromWire(w *dispatcher.CheckpointInfo) Checkpoint {
 		Size:        w.GetSize(),
 		Reason:      w.GetReason(),
 		Location:    w.GetLocation(),
+		Retained:    w.GetRetained(),
 	}
 }

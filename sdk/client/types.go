@@ -1,6 +1,9 @@
 package client
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Job states, as Flink's.
 const (
@@ -34,6 +37,11 @@ type JobSpec struct {
 	// FromSavepoint starts the job from a savepoint of the caller's
 	// tenant, at any parallelism up to the job's max parallelism.
 	FromSavepoint string `json:"from_savepoint,omitempty"`
+	// FromCheckpoint starts the job from a retained checkpoint of the
+	// caller's tenant, "<job>/<n>" (CheckpointRef) or its blob directory
+	// (Checkpoint.Location), at any parallelism up to the job's max
+	// parallelism. Not with FromSavepoint.
+	FromCheckpoint string `json:"from_checkpoint,omitempty"`
 }
 
 // Checkpoint is one checkpoint or savepoint of a job.
@@ -47,7 +55,14 @@ type Checkpoint struct {
 	Size        int64         `json:"size"`
 	Reason      string        `json:"reason,omitempty"`   // why it aborted
 	Location    string        `json:"location,omitempty"` // blob directory of its metadata
+	// Retained: its metadata is in the blob store, so a job can resume
+	// from it (JobSpec.FromCheckpoint with CheckpointRef).
+	Retained bool `json:"retained,omitempty"`
 }
+
+// CheckpointRef names checkpoint cp of job as JobSpec.FromCheckpoint takes it:
+// "<job>/<n>".
+func CheckpointRef(job string, cp int64) string { return fmt.Sprintf("%s/%d", job, cp) }
 
 // The types below carry JSON tags: `sluice list --json`, `status --json` and
 // `overview --json` print them, and scripts read that output.
@@ -81,20 +96,33 @@ type VertexStatus struct {
 // JobDetails is a job's state in full.
 type JobDetails struct {
 	JobSummary
-	Vertices     []VertexStatus       `json:"vertices,omitempty"`
-	Failure      string               `json:"failure,omitempty"` // the root cause when FAILED, with the guest's stack trace
-	Restarts     int                  `json:"restarts"`
+	Vertices []VertexStatus `json:"vertices,omitempty"`
+	// Failure is the current failure's root cause, with the guest's
+	// stack trace: while FAILING or RESTARTING, and once FAILED.
+	Failure  string `json:"failure,omitempty"`
+	Restarts int    `json:"restarts"`
+	// History is the failures that ended an attempt (each followed by a
+	// restart, or by FAILED), oldest first; a FINISHED job that recovered
+	// shows its causes here.
+	History      []FailureRecord      `json:"history,omitempty"`
 	StateTimes   map[string]time.Time `json:"state_times,omitempty"` // when the job entered each state
 	ModuleDigest string               `json:"module_digest,omitempty"`
+	// Accumulators are summed over every task, once the job FINISHED.
+	Accumulators map[string]int64 `json:"accumulators,omitempty"`
 }
 
-// JobResult is a job's outcome: its details, and for a finished job the
-// collected records and accumulators.
+// FailureRecord is one failure of a job.
+type FailureRecord struct {
+	Time  time.Time `json:"time"`
+	Cause string    `json:"cause"`
+}
+
+// JobResult is a job's outcome: its details (with the accumulators), and
+// for a finished job the collected records.
 type JobResult struct {
 	JobDetails
-	Records      [][]byte         `json:"records,omitempty"` // collect-sink records, in no particular order
-	Accumulators map[string]int64 `json:"accumulators,omitempty"`
-	Duration     time.Duration    `json:"duration_ns"`
+	Records  [][]byte      `json:"records,omitempty"` // collect-sink records, in no particular order
+	Duration time.Duration `json:"duration_ns"`
 }
 
 // TaskManagerInfo is one TaskManager in the overview.

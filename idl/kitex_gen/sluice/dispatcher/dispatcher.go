@@ -76,12 +76,13 @@ var fieldIDToName_UploadModuleResponse = map[int16]string{
 }
 
 type SubmitJobRequest struct {
-	ModuleDigest  string            `thrift:"module_digest,1" frugal:"1,default,string" json:"module_digest"`
-	Args_         []string          `thrift:"args,2" frugal:"2,default,list<string>" json:"args"`
-	Parallelism   int32             `thrift:"parallelism,3" frugal:"3,default,i32" json:"parallelism"`
-	Config        map[string]string `thrift:"config,4" frugal:"4,default,map<string:string>" json:"config"`
-	Name          *string           `thrift:"name,5,optional" frugal:"5,optional,string" json:"name,omitempty"`
-	FromSavepoint *string           `thrift:"from_savepoint,6,optional" frugal:"6,optional,string" json:"from_savepoint,omitempty"`
+	ModuleDigest   string            `thrift:"module_digest,1" frugal:"1,default,string" json:"module_digest"`
+	Args_          []string          `thrift:"args,2" frugal:"2,default,list<string>" json:"args"`
+	Parallelism    int32             `thrift:"parallelism,3" frugal:"3,default,i32" json:"parallelism"`
+	Config         map[string]string `thrift:"config,4" frugal:"4,default,map<string:string>" json:"config"`
+	Name           *string           `thrift:"name,5,optional" frugal:"5,optional,string" json:"name,omitempty"`
+	FromSavepoint  *string           `thrift:"from_savepoint,6,optional" frugal:"6,optional,string" json:"from_savepoint,omitempty"`
+	FromCheckpoint *string           `thrift:"from_checkpoint,7,optional" frugal:"7,optional,string" json:"from_checkpoint,omitempty"`
 }
 
 func NewSubmitJobRequest() *SubmitJobRequest {
@@ -124,6 +125,15 @@ func (p *SubmitJobRequest) GetFromSavepoint() (v string) {
 	}
 	return *p.FromSavepoint
 }
+
+var SubmitJobRequest_FromCheckpoint_DEFAULT string
+
+func (p *SubmitJobRequest) GetFromCheckpoint() (v string) {
+	if !p.IsSetFromCheckpoint() {
+		return SubmitJobRequest_FromCheckpoint_DEFAULT
+	}
+	return *p.FromCheckpoint
+}
 func (p *SubmitJobRequest) SetModuleDigest(val string) {
 	p.ModuleDigest = val
 }
@@ -142,6 +152,9 @@ func (p *SubmitJobRequest) SetName(val *string) {
 func (p *SubmitJobRequest) SetFromSavepoint(val *string) {
 	p.FromSavepoint = val
 }
+func (p *SubmitJobRequest) SetFromCheckpoint(val *string) {
+	p.FromCheckpoint = val
+}
 
 func (p *SubmitJobRequest) IsSetName() bool {
 	return p.Name != nil
@@ -149,6 +162,10 @@ func (p *SubmitJobRequest) IsSetName() bool {
 
 func (p *SubmitJobRequest) IsSetFromSavepoint() bool {
 	return p.FromSavepoint != nil
+}
+
+func (p *SubmitJobRequest) IsSetFromCheckpoint() bool {
+	return p.FromCheckpoint != nil
 }
 
 func (p *SubmitJobRequest) String() string {
@@ -165,6 +182,7 @@ var fieldIDToName_SubmitJobRequest = map[int16]string{
 	4: "config",
 	5: "name",
 	6: "from_savepoint",
+	7: "from_checkpoint",
 }
 
 type SubmitJobResponse struct {
@@ -411,6 +429,44 @@ var fieldIDToName_VertexStatus = map[int16]string{
 	4: "subtasks",
 }
 
+type FailureRecord struct {
+	TimeMs int64  `thrift:"time_ms,1" frugal:"1,default,i64" json:"time_ms"`
+	Cause  string `thrift:"cause,2" frugal:"2,default,string" json:"cause"`
+}
+
+func NewFailureRecord() *FailureRecord {
+	return &FailureRecord{}
+}
+
+func (p *FailureRecord) InitDefault() {
+}
+
+func (p *FailureRecord) GetTimeMs() (v int64) {
+	return p.TimeMs
+}
+
+func (p *FailureRecord) GetCause() (v string) {
+	return p.Cause
+}
+func (p *FailureRecord) SetTimeMs(val int64) {
+	p.TimeMs = val
+}
+func (p *FailureRecord) SetCause(val string) {
+	p.Cause = val
+}
+
+func (p *FailureRecord) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("FailureRecord(%+v)", *p)
+}
+
+var fieldIDToName_FailureRecord = map[int16]string{
+	1: "time_ms",
+	2: "cause",
+}
+
 type JobDetails struct {
 	Summary      *JobSummary      `thrift:"summary,1" frugal:"1,default,JobSummary" json:"summary"`
 	Vertices     []*VertexStatus  `thrift:"vertices,2" frugal:"2,default,list<VertexStatus>" json:"vertices"`
@@ -418,6 +474,8 @@ type JobDetails struct {
 	Restarts     int32            `thrift:"restarts,4" frugal:"4,default,i32" json:"restarts"`
 	StateTimesMs map[string]int64 `thrift:"state_times_ms,5" frugal:"5,default,map<string:i64>" json:"state_times_ms"`
 	ModuleDigest *string          `thrift:"module_digest,6,optional" frugal:"6,optional,string" json:"module_digest,omitempty"`
+	Accumulators map[string]int64 `thrift:"accumulators,7,optional" frugal:"7,optional,map<string:i64>" json:"accumulators,omitempty"`
+	History      []*FailureRecord `thrift:"history,8,optional" frugal:"8,optional,list<FailureRecord>" json:"history,omitempty"`
 }
 
 func NewJobDetails() *JobDetails {
@@ -460,6 +518,24 @@ func (p *JobDetails) GetModuleDigest() (v string) {
 	}
 	return *p.ModuleDigest
 }
+
+var JobDetails_Accumulators_DEFAULT map[string]int64
+
+func (p *JobDetails) GetAccumulators() (v map[string]int64) {
+	if !p.IsSetAccumulators() {
+		return JobDetails_Accumulators_DEFAULT
+	}
+	return p.Accumulators
+}
+
+var JobDetails_History_DEFAULT []*FailureRecord
+
+func (p *JobDetails) GetHistory() (v []*FailureRecord) {
+	if !p.IsSetHistory() {
+		return JobDetails_History_DEFAULT
+	}
+	return p.History
+}
 func (p *JobDetails) SetSummary(val *JobSummary) {
 	p.Summary = val
 }
@@ -478,6 +554,12 @@ func (p *JobDetails) SetStateTimesMs(val map[string]int64) {
 func (p *JobDetails) SetModuleDigest(val *string) {
 	p.ModuleDigest = val
 }
+func (p *JobDetails) SetAccumulators(val map[string]int64) {
+	p.Accumulators = val
+}
+func (p *JobDetails) SetHistory(val []*FailureRecord) {
+	p.History = val
+}
 
 func (p *JobDetails) IsSetSummary() bool {
 	return p.Summary != nil
@@ -485,6 +567,14 @@ func (p *JobDetails) IsSetSummary() bool {
 
 func (p *JobDetails) IsSetModuleDigest() bool {
 	return p.ModuleDigest != nil
+}
+
+func (p *JobDetails) IsSetAccumulators() bool {
+	return p.Accumulators != nil
+}
+
+func (p *JobDetails) IsSetHistory() bool {
+	return p.History != nil
 }
 
 func (p *JobDetails) String() string {
@@ -501,6 +591,8 @@ var fieldIDToName_JobDetails = map[int16]string{
 	4: "restarts",
 	5: "state_times_ms",
 	6: "module_digest",
+	7: "accumulators",
+	8: "history",
 }
 
 type JobResult_ struct {
@@ -764,6 +856,7 @@ type CheckpointInfo struct {
 	Size        int64  `thrift:"size,7" frugal:"7,default,i64" json:"size"`
 	Reason      string `thrift:"reason,8" frugal:"8,default,string" json:"reason"`
 	Location    string `thrift:"location,9" frugal:"9,default,string" json:"location"`
+	Retained    *bool  `thrift:"retained,10,optional" frugal:"10,optional,bool" json:"retained,omitempty"`
 }
 
 func NewCheckpointInfo() *CheckpointInfo {
@@ -808,6 +901,15 @@ func (p *CheckpointInfo) GetReason() (v string) {
 func (p *CheckpointInfo) GetLocation() (v string) {
 	return p.Location
 }
+
+var CheckpointInfo_Retained_DEFAULT bool
+
+func (p *CheckpointInfo) GetRetained() (v bool) {
+	if !p.IsSetRetained() {
+		return CheckpointInfo_Retained_DEFAULT
+	}
+	return *p.Retained
+}
 func (p *CheckpointInfo) SetId(val int64) {
 	p.Id = val
 }
@@ -835,6 +937,13 @@ func (p *CheckpointInfo) SetReason(val string) {
 func (p *CheckpointInfo) SetLocation(val string) {
 	p.Location = val
 }
+func (p *CheckpointInfo) SetRetained(val *bool) {
+	p.Retained = val
+}
+
+func (p *CheckpointInfo) IsSetRetained() bool {
+	return p.Retained != nil
+}
 
 func (p *CheckpointInfo) String() string {
 	if p == nil {
@@ -844,15 +953,16 @@ func (p *CheckpointInfo) String() string {
 }
 
 var fieldIDToName_CheckpointInfo = map[int16]string{
-	1: "id",
-	2: "savepoint",
-	3: "savepoint_id",
-	4: "status",
-	5: "triggered_ms",
-	6: "duration_ms",
-	7: "size",
-	8: "reason",
-	9: "location",
+	1:  "id",
+	2:  "savepoint",
+	3:  "savepoint_id",
+	4:  "status",
+	5:  "triggered_ms",
+	6:  "duration_ms",
+	7:  "size",
+	8:  "reason",
+	9:  "location",
+	10: "retained",
 }
 
 type ListCheckpointsResponse struct {

@@ -131,6 +131,9 @@ func (s *source) poll(ctx *guest.Context, max int, out *guest.Collector) bool {
 	return s.emitted >= total
 }
 
+// declared: this task declared the violations counter.
+var declared bool
+
 // The accumulator: last seq, records seen, violations; 8 bytes each.
 const accSize = 24
 
@@ -144,6 +147,12 @@ func check(acc []byte, r guest.Record) []byte {
 	count := int64(binary.LittleEndian.Uint64(acc[8:]))
 	bad := int64(binary.LittleEndian.Uint64(acc[16:]))
 	seq := guest.AsInt64(r.Value)
+	if !declared {
+		// Declared by every task, so the job's accumulators say
+		// "violations 0" rather than nothing.
+		guest.Count("violations", 0)
+		declared = true
+	}
 	if seq != last+1 {
 		bad++
 		guest.Count("violations", 1)

@@ -446,6 +446,7 @@ func TestProcessStateTimersCounters(t *testing.T) {
 				ctx.RegisterTimer(ctx.Now() + 5)
 				ctx.Count("seen", 1)
 				Count("seen", 1)
+				Count("declared", 0)
 				out.EmitValue([]byte(fmt.Sprint(n + 1)))
 			}).
 			OnTimer(func(ctx *KeyedContext, ts int64, out *Collector) {
@@ -458,6 +459,9 @@ func TestProcessStateTimersCounters(t *testing.T) {
 	h.clock = 100
 	k := Record{Key: []byte("k"), HasKey: true, Value: []byte("v")}
 	process(t, h, k, k)
+	if d, ok := h.counters["declared"]; !ok || d != 0 {
+		t.Errorf("Count(name, 0) does not declare the counter: %v", h.counters)
+	}
 	if h.counters["seen"] != 4 || len(h.timers) != 2 || h.timers[0] != "3/k@105" {
 		t.Errorf("counters %v timers %v", h.counters, h.timers)
 	}

@@ -129,7 +129,8 @@ func (k *KeyedContext) RegisterTimer(timeMs int64) {
 func (k *KeyedContext) DeleteTimer(timeMs int64) { hostTimerDelete(int32(k.op.id), k.key, timeMs) }
 
 // Count adds delta to the job-wide counter name. Counters are buffered in the
-// guest and handed to the host once per call.
+// guest and handed to the host once per call. Count(name, 0) declares the
+// counter: the job's accumulators list it, at 0 if nothing is ever added.
 func Count(name string, delta int64) {
 	if counters == nil {
 		counters = make(map[string]int64)
@@ -142,9 +143,7 @@ var counters map[string]int64
 
 func flushCounters() {
 	for name, d := range counters {
-		if d != 0 {
-			hostCounterAdd(name, d)
-		}
+		hostCounterAdd(name, d) // 0 too: it declares the counter
 		delete(counters, name)
 	}
 }

@@ -32,9 +32,11 @@ type runFlags struct {
 	progress string
 	tenant   string
 	config   []string
-	// fromSavepoint and checkpointInterval start the job from a savepoint
-	// and set its periodic checkpoints.
+	// fromSavepoint or fromCheckpoint start the job from a savepoint or a
+	// retained checkpoint; checkpointInterval sets its periodic
+	// checkpoints.
 	fromSavepoint      string
+	fromCheckpoint     string
 	checkpointInterval time.Duration
 }
 
@@ -83,6 +85,7 @@ attached run cancels the job.`,
 	fl.StringVar(&f.progress, "progress", "auto", "progress line on stderr: auto (when stderr is a terminal), always, never")
 	fl.StringArrayVarP(&f.config, "config", "C", nil, "job config KEY=VALUE (repeatable), e.g. -C restart-strategy.fixed-delay.attempts=3")
 	fl.StringVar(&f.fromSavepoint, "from-savepoint", "", "start the job from this savepoint id (at any parallelism)")
+	fl.StringVar(&f.fromCheckpoint, "from-checkpoint", "", "start the job from this retained checkpoint, JOB/N as sluice checkpoints JOB lists it (at any parallelism)")
 	fl.DurationVar(&f.checkpointInterval, "checkpoint-interval", 0, "take a checkpoint this often, e.g. 1s (sets execution.checkpointing.interval; 0: off)")
 	fl.StringVar(&f.tenant, "tenant", client.DefaultTenant, "tenant whose blob prefix --input files are uploaded under (default: the --token's tenant, as the JobManager says)")
 	return cmd
@@ -113,6 +116,9 @@ func runJob(cmd *cobra.Command, f runFlags, target string, jobArgs []string) err
 			return usageErr(fmt.Errorf("--config %q: want KEY=VALUE", kv))
 		}
 		config[k] = v
+	}
+	if f.fromSavepoint != "" && f.fromCheckpoint != "" {
+		return usageErr(errors.New("--from-savepoint and --from-checkpoint: start from one of them"))
 	}
 	if f.checkpointInterval < 0 {
 		return usageErr(fmt.Errorf("--checkpoint-interval %v: must not be negative", f.checkpointInterval))
@@ -183,7 +189,8 @@ func runJob(cmd *cobra.Command, f runFlags, target string, jobArgs []string) err
 	if err != nil {
 		return err
 	}
-	id, err := cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Args: jobArgs, Parallelism: f.p, Name: f.name, Config: config, FromSavepoint: f.fromSavepoint})
+	id, err := cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Args: jobArgs, Parallelism: f.p, Name: f.name, Config: config,
+		FromSavepoint: f.fromSavepoint, FromCheckpoint: f.fromCheckpoint})
 	if err != nil {
 		return err
 	}

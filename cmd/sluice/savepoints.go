@@ -117,8 +117,17 @@ func newCheckpointsCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "checkpoints JOB",
-		Short: "List a job's checkpoints and savepoints: status, size, duration",
-		Args:  cobra.ExactArgs(1),
+		Short: "List a job's checkpoints and savepoints: status, size, duration, and how to resume from them",
+		Long: `List a job's checkpoints and savepoints, newest first. A checkpoint whose
+metadata is in the blob store is retained: resume from it with
+sluice run --from-checkpoint JOB/N (at any parallelism up to the job's max
+parallelism). A job keeps its last state.checkpoints.num-retained completed
+checkpoints while it runs and when it FAILED; when it is canceled only with
+-C execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION;
+never once it FINISHED. A job the JobManager no longer knows (its result
+expired, or it ran on a JobManager that is gone) is listed from the blob
+store: its retained checkpoints only.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := dial(cmd, jm)
 			if err != nil {
@@ -133,14 +142,16 @@ func newCheckpointsCmd() *cobra.Command {
 				return writeJSON(out, cps)
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tTYPE\tSTATUS\tTRIGGERED\tDURATION\tSIZE\tSAVEPOINT / REASON")
+			fmt.Fprintln(tw, "ID\tTYPE\tSTATUS\tTRIGGERED\tDURATION\tSIZE\tRESUME WITH / REASON")
 			for _, cp := range cps {
 				kind, note := "checkpoint", cp.Reason
-				if cp.Savepoint {
+				switch {
+				case cp.Savepoint && cp.Status == "COMPLETED":
+					kind, note = "savepoint", "--from-savepoint "+cp.SavepointID
+				case cp.Savepoint:
 					kind = "savepoint"
-					if note == "" {
-						note = cp.SavepointID
-					}
+				case cp.Retained:
+					note = "--from-checkpoint " + client.CheckpointRef(args[0], cp.ID)
 				}
 				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%v\t%s\t%s\n", cp.ID, kind, cp.Status, fmtTime(cp.Triggered),
 					cp.Duration.Round(time.Millisecond), fmtBytes(cp.Size), note)

@@ -11,12 +11,15 @@ import (
 
 func TestDefaultCheckpoints(t *testing.T) {
 	c := jobconfig.DefaultCheckpoints()
-	want := jobconfig.Checkpoints{Timeout: time.Minute, MaxConcurrent: 1, TolerableFailures: -1, Retained: 1}
+	want := jobconfig.Checkpoints{Timeout: time.Minute, MaxConcurrent: 1, TolerableFailures: -1, Retained: 1, Retention: jobconfig.DeleteOnCancellation}
 	if c != want {
 		t.Errorf("DefaultConfig() = %+v, want %+v", c, want)
 	}
 	if c.Enabled() {
 		t.Error("checkpointing is on by default")
+	}
+	if c.KeepOnCancel() || (jobconfig.Checkpoints{}).KeepOnCancel() {
+		t.Error("a canceled job keeps its checkpoints by default")
 	}
 	for _, conf := range []map[string]string{nil, {}} {
 		got, err := parseCheckpoints(conf)
@@ -60,6 +63,11 @@ func TestParseCheckpoints(t *testing.T) {
 			with(func(c *jobconfig.Checkpoints) { c.TolerableFailures = 1_000_000 })},
 		{"retained", map[string]string{jobconfig.KeyCheckpointsRetained: "100"},
 			with(func(c *jobconfig.Checkpoints) { c.Retained = 100 })},
+		{"retain on cancellation", map[string]string{jobconfig.KeyCheckpointRetention: "RETAIN_ON_CANCELLATION"},
+			with(func(c *jobconfig.Checkpoints) { c.Retention = jobconfig.RetainOnCancellation })},
+		{"retention in lower case", map[string]string{jobconfig.KeyCheckpointRetention: "retain_on_cancellation"},
+			with(func(c *jobconfig.Checkpoints) { c.Retention = jobconfig.RetainOnCancellation })},
+		{"delete on cancellation", map[string]string{jobconfig.KeyCheckpointRetention: "DELETE_ON_CANCELLATION"}, jobconfig.DefaultCheckpoints()},
 		{"all", map[string]string{
 			jobconfig.KeyCheckpointInterval:      "1s",
 			jobconfig.KeyCheckpointTimeout:       "2s",
@@ -67,9 +75,10 @@ func TestParseCheckpoints(t *testing.T) {
 			jobconfig.KeyCheckpointMaxConcurrent: "4",
 			jobconfig.KeyCheckpointTolerable:     "5",
 			jobconfig.KeyCheckpointsRetained:     "6",
+			jobconfig.KeyCheckpointRetention:     "RETAIN_ON_CANCELLATION",
 		}, jobconfig.Checkpoints{
 			Interval: time.Second, Timeout: 2 * time.Second, MinPause: 3 * time.Second,
-			MaxConcurrent: 4, TolerableFailures: 5, Retained: 6,
+			MaxConcurrent: 4, TolerableFailures: 5, Retained: 6, Retention: jobconfig.RetainOnCancellation,
 		}},
 		{"interval off, others parsed", map[string]string{
 			jobconfig.KeyCheckpointInterval:  "0",
@@ -125,6 +134,9 @@ func TestParseCheckpointsRejects(t *testing.T) {
 		{jobconfig.KeyCheckpointsRetained, "0"},
 		{jobconfig.KeyCheckpointsRetained, "101"},
 		{jobconfig.KeyCheckpointsRetained, " 1"},
+		{jobconfig.KeyCheckpointRetention, "RETAIN"},
+		{jobconfig.KeyCheckpointRetention, "NO_EXTERNALIZED_CHECKPOINTS"},
+		{jobconfig.KeyCheckpointRetention, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.key+"="+tt.value, func(t *testing.T) {

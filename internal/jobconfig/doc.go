@@ -15,7 +15,8 @@
 // Parse(c.Map()) gives c again for every c that Parse returned.
 //
 // The keys are Flink's where Flink has one (restart-strategy.*,
-// execution.checkpointing.*, state.checkpoints.num-retained); Sluice's own
+// execution.checkpointing.*, state.checkpoints.num-retained,
+// execution.checkpointing.externalized-checkpoint-retention); Sluice's own
 // are inputs and sandbox.clock.
 //
 // # Imports

@@ -43,14 +43,38 @@ type Checkpoints struct {
 	TolerableFailures int
 	// Retained is how many completed checkpoints are kept.
 	Retained int
+	// Retention is what becomes of the retained checkpoints when the job
+	// is canceled (KeyCheckpointRetention); the zero value means
+	// DeleteOnCancellation.
+	Retention Retention
 }
+
+// Retention is what a job that ends does with its retained checkpoints,
+// as Flink's externalized checkpoint retention. A job that FAILED (or was
+// SUSPENDED by its JobManager shutting down) keeps them either way, and
+// one that FINISHED deletes them either way.
+type Retention string
+
+// Retentions, spelled as Flink's.
+const (
+	// RetainOnCancellation keeps the retained checkpoints when the job is
+	// canceled, too.
+	RetainOnCancellation Retention = "RETAIN_ON_CANCELLATION"
+	// DeleteOnCancellation, the default, deletes them when the job is
+	// canceled.
+	DeleteOnCancellation Retention = "DELETE_ON_CANCELLATION"
+)
+
+// KeepOnCancel reports whether a canceled job keeps its retained
+// checkpoints.
+func (c Checkpoints) KeepOnCancel() bool { return c.Retention == RetainOnCancellation }
 
 // Enabled reports whether periodic checkpoints run.
 func (c Checkpoints) Enabled() bool { return c.Interval > 0 }
 
 // DefaultCheckpoints is checkpointing off, with Flink's defaults otherwise.
 func DefaultCheckpoints() Checkpoints {
-	return Checkpoints{Timeout: DefaultCheckpointTimeout, MaxConcurrent: 1, TolerableFailures: -1, Retained: 1}
+	return Checkpoints{Timeout: DefaultCheckpointTimeout, MaxConcurrent: 1, TolerableFailures: -1, Retained: 1, Retention: DeleteOnCancellation}
 }
 
 // RestartKind names a restart strategy, as Flink's restart-strategy key.

@@ -167,8 +167,9 @@ func TestMapRoundTrips(t *testing.T) {
 		"execution.checkpointing.max-concurrent-checkpoints":               "4",
 		"execution.checkpointing.tolerable-failed-checkpoints":             "0",
 		"state.checkpoints.num-retained":                                   "6",
-		"inputs":                                                           `{"a.txt":"tenants/t/a.txt","b":"tenants/t/b/"}`,
-		"sandbox.clock":                                                    "wall",
+		"execution.checkpointing.externalized-checkpoint-retention":        "RETAIN_ON_CANCELLATION",
+		"inputs":        `{"a.txt":"tenants/t/a.txt","b":"tenants/t/b/"}`,
+		"sandbox.clock": "wall",
 	}
 	if len(full) != len(jobconfig.Keys()) {
 		t.Fatalf("the test sets %d keys, the table has %d", len(full), len(jobconfig.Keys()))
@@ -178,6 +179,7 @@ func TestMapRoundTrips(t *testing.T) {
 		full,
 		{"restart-strategy": "off", "execution.checkpointing.interval": "0", "sandbox.clock": "virtual", "inputs": "{}"},
 		{"restart-strategy.fixed-delay.attempts": "+3", "execution.checkpointing.timeout": "60s", "state.checkpoints.num-retained": "1"},
+		{"execution.checkpointing.externalized-checkpoint-retention": "delete_on_cancellation"},
 	} {
 		c, err := jobconfig.Parse(conf)
 		if err != nil {
@@ -224,7 +226,7 @@ func TestKeysTable(t *testing.T) {
 		jobconfig.KeyInputs, jobconfig.KeyClock,
 		jobconfig.KeyCheckpointInterval, jobconfig.KeyCheckpointTimeout, jobconfig.KeyCheckpointMinPause,
 		jobconfig.KeyCheckpointMaxConcurrent, jobconfig.KeyCheckpointTolerable, jobconfig.KeyCheckpointsRetained,
-		jobconfig.KeyRestartStrategy, jobconfig.KeyFixedDelayAttempts, jobconfig.KeyFixedDelayDelay,
+		jobconfig.KeyCheckpointRetention, jobconfig.KeyRestartStrategy, jobconfig.KeyFixedDelayAttempts, jobconfig.KeyFixedDelayDelay,
 		jobconfig.KeyExpInitialBackoff, jobconfig.KeyExpMaxBackoff, jobconfig.KeyExpMultiplier,
 		jobconfig.KeyExpResetThreshold, jobconfig.KeyExpJitter, jobconfig.KeyExpAttemptsBeforeReset,
 		jobconfig.KeyFailureRateMaxFailures, jobconfig.KeyFailureRateInterval, jobconfig.KeyFailureRateDelay,
@@ -251,6 +253,7 @@ func FuzzParse(f *testing.F) {
 		"inputs={\"a\":\"\xff\"}",
 		"sandbox.clock=wall\nexecution.checkpointing.tolerable-failed-checkpoints=0",
 		"execution.checkpointing.intervall=1s",
+		"execution.checkpointing.externalized-checkpoint-retention=Retain_On_Cancellation",
 	} {
 		f.Add(s)
 	}

@@ -3,6 +3,7 @@ package jobconfig
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/bytedance/sonic"
@@ -27,6 +28,9 @@ const (
 	KeyCheckpointMaxConcurrent = "execution.checkpointing.max-concurrent-checkpoints"
 	KeyCheckpointTolerable     = "execution.checkpointing.tolerable-failed-checkpoints"
 	KeyCheckpointsRetained     = "state.checkpoints.num-retained"
+	// KeyCheckpointRetention says whether a canceled job keeps its
+	// retained checkpoints (Flink's externalized checkpoints).
+	KeyCheckpointRetention = "execution.checkpointing.externalized-checkpoint-retention"
 
 	KeyRestartStrategy        = "restart-strategy"
 	KeyFixedDelayAttempts     = "restart-strategy.fixed-delay.attempts"
@@ -149,6 +153,26 @@ func table() []entry {
 		},
 		intVal(KeyCheckpointsRetained, "1", "completed checkpoints kept, 1 to 100", 1, 100,
 			def.Retained, func(c *Config) *int { return &cp(c).Retained }),
+		{
+			name: KeyCheckpointRetention, def: string(DeleteOnCancellation),
+			doc: "what becomes of the retained completed checkpoints when the job ends: " + string(RetainOnCancellation) +
+				" keeps them when it is canceled or fails, " + string(DeleteOnCancellation) +
+				" keeps them only when it fails; a FINISHED job deletes them either way. Kept ones are listed by sluice checkpoints JOB and resumed with sluice run --from-checkpoint JOB/N",
+			parse: func(c *Config, s string) error {
+				for _, r := range []Retention{RetainOnCancellation, DeleteOnCancellation} {
+					if strings.EqualFold(s, string(r)) {
+						c.Checkpoints.Retention = r
+						return nil
+					}
+				}
+				return fmt.Errorf("config %s=%q: want %s (keep the last %s completed checkpoints when the job is canceled or fails) or %s (the default: keep them only when it fails)",
+					KeyCheckpointRetention, s, RetainOnCancellation, KeyCheckpointsRetained, DeleteOnCancellation)
+			},
+			format: func(c Config) (string, bool) {
+				r := c.Checkpoints.Retention
+				return string(r), r != "" && r != DeleteOnCancellation
+			},
+		},
 
 		{
 			name: KeyInputs, def: "none",

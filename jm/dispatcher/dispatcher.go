@@ -117,6 +117,10 @@ type Submission struct {
 	// FromSavepoint, when set, is a savepoint id of the tenant the job
 	// starts from (at any parallelism up to its max parallelism).
 	FromSavepoint string
+	// FromCheckpoint, when set, is a retained checkpoint of the tenant the
+	// job starts from, "<job>/<n>" or its blob directory (at any
+	// parallelism up to its max parallelism). Not with FromSavepoint.
+	FromCheckpoint string
 }
 
 // Overview is the cluster at one moment.
@@ -246,7 +250,8 @@ func (d *Dispatcher) UploadModule(ctx context.Context, tenant string, wasm []byt
 //     problem listed); a job needing more slots than the cluster allows.
 //   - ErrModuleNotFound: no module with that digest; upload it first.
 //   - ErrNotFound / ErrPermissionDenied: an input path names nothing / a
-//     foreign tenant's data.
+//     foreign tenant's data; ErrNotFound: no such savepoint or retained
+//     checkpoint of the tenant.
 func (d *Dispatcher) SubmitJob(ctx context.Context, tenant string, s Submission) (string, error) {
 	if err := blob.ValidateDigest(s.ModuleDigest); err != nil {
 		return "", rpcerr.Errorf(rpcerr.ErrInvalidArgument, "module digest %q: want the \"sha256-<hex>\" UploadModule returned", s.ModuleDigest)
@@ -294,8 +299,15 @@ func (d *Dispatcher) SubmitJob(ctx context.Context, tenant string, s Submission)
 		return "", err
 	}
 	var restore *checkpoint.Metadata
-	if s.FromSavepoint != "" {
+	switch {
+	case s.FromSavepoint != "" && s.FromCheckpoint != "":
+		return "", rpcerr.Errorf(rpcerr.ErrInvalidArgument, "start from savepoint %q or from checkpoint %q, not both", s.FromSavepoint, s.FromCheckpoint)
+	case s.FromSavepoint != "":
 		if restore, err = d.restoreFrom(ctx, tenant, s.FromSavepoint, g); err != nil {
+			return "", err
+		}
+	case s.FromCheckpoint != "":
+		if restore, err = d.restoreFromCheckpoint(ctx, tenant, s.FromCheckpoint, g); err != nil {
 			return "", err
 		}
 	}
@@ -342,7 +354,7 @@ func (d *Dispatcher) SubmitJob(ctx context.Context, tenant string, s Submission)
 	}
 	d.jobs[id] = jm
 	d.need[id] = need
-	d.log.Info("job submitted", "job", id, "tenant", tenant, "name", name, "module", s.ModuleDigest, "slots", need, "from_savepoint", s.FromSavepoint)
+	d.log.Info("job submitted", "job", id, "tenant", tenant, "name", name, "module", s.ModuleDigest, "slots", need, "from_savepoint", s.FromSavepoint, "from_checkpoint", s.FromCheckpoint)
 	if d.cfg.JobStarted != nil {
 		d.cfg.JobStarted(control.ModuleRef{Tenant: tenant, Digest: s.ModuleDigest})
 	}

@@ -81,19 +81,6 @@ func (d *Dispatcher) TriggerSavepoint(ctx context.Context, tenant, job string, s
 	return jm.TriggerSavepoint(ctx, stop)
 }
 
-// ListCheckpoints returns a job's checkpoints and savepoints, newest first.
-//
-// # Errors
-//
-// ErrJobNotFound.
-func (d *Dispatcher) ListCheckpoints(ctx context.Context, tenant, job string) ([]checkpoint.Stats, error) {
-	jm, err := d.job(tenant, job)
-	if err != nil {
-		return nil, err
-	}
-	return jm.Checkpoints(), nil
-}
-
 // DisposeSavepoint deletes tenant's savepoint id.
 //
 // # Errors

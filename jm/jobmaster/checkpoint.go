@@ -463,17 +463,38 @@ func (jm *JobMaster) prepareRestore(ctx context.Context, meta *checkpoint.Metada
 	return nil
 }
 
-// cleanupJob deletes the job's checkpoints and pending parts once it ended
-// FINISHED or CANCELED (kept on FAILED and SUSPENDED, to resume from),
-// after the checkpoints' own blob work has returned. Best effort; Close
-// waits for it.
+// cleanupJob tidies the job's part of the store once it ended, after the
+// checkpoints' own blob work has returned; best effort, and Close waits
+// for it. A job that FINISHED, or was CANCELED with
+// DELETE_ON_CANCELLATION, deletes its checkpoints and pending parts. One
+// that FAILED, or was CANCELED with RETAIN_ON_CANCELLATION, keeps its
+// retained completed checkpoints to be resumed from (sluice run
+// --from-checkpoint): it commits the latest one's file-sink parts (again:
+// its commit may have been cut short) and deletes everything no retained
+// checkpoint needs, as a restore would. A SUSPENDED job is not passed
+// here: a JobManager shutting down leaves the store as it is.
 func (jm *JobMaster) cleanupJob(work []chan struct{}) {
+	state := jm.state
+	keep := state == Failed || (state == Canceled && jm.cfg.JobConfig.Checkpoints.KeepOnCancel())
+	var latest *checkpoint.Metadata
+	if l := jm.cp.Latest(); l != nil && l.JobID == jm.cfg.JobID {
+		latest = l // the restore point of another job had its parts committed by our restore
+	}
+	retained := jm.cp.Completed()
 	jm.goBG(func() {
 		for _, w := range work {
 			<-w
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), max(jm.cfg.CancelTimeout, jm.cfg.RPCTimeout))
 		defer cancel()
+		if keep {
+			if err := jm.prepareRestore(ctx, latest, retained); err != nil {
+				jm.log.Warn("tidy the job's retained checkpoints failed", "err", err)
+				return
+			}
+			jm.log.Info("job ended with retained checkpoints", "state", state, "checkpoints", retained)
+			return
+		}
 		cps, _ := jm.keys.Checkpoints(jm.cfg.JobID)
 		job, _ := jm.keys.Job(jm.cfg.JobID)
 		for _, dir := range []string{cps, job + "pending/"} {

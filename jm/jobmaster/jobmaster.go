@@ -477,7 +477,7 @@ func (jm *JobMaster) run() {
 	// The checkpoints' own blob work returns before the cleanup deletes.
 	work := slices.Collect(maps.Values(jm.cpWork))
 	jm.checkpointEvent(checkpointing.JobEnded{})
-	if jm.cfg.Blob != nil && (jm.state == Finished || jm.state == Canceled) {
+	if jm.cfg.Blob != nil && jm.state != Suspended {
 		jm.cleanupJob(work)
 	}
 	jm.publish()

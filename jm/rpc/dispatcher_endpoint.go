@@ -47,12 +47,13 @@ func (e *DispatcherEndpoint) SubmitJob(ctx context.Context, req *dispatcher.Subm
 		return nil, rpcserver.ToWire(err)
 	}
 	id, err := e.D.SubmitJob(ctx, tenant, dsp.Submission{
-		ModuleDigest:  req.GetModuleDigest(),
-		Args:          req.GetArgs_(),
-		Parallelism:   int(req.GetParallelism()),
-		Config:        req.GetConfig(),
-		Name:          req.GetName(),
-		FromSavepoint: req.GetFromSavepoint(),
+		ModuleDigest:   req.GetModuleDigest(),
+		Args:           req.GetArgs_(),
+		Parallelism:    int(req.GetParallelism()),
+		Config:         req.GetConfig(),
+		Name:           req.GetName(),
+		FromSavepoint:  req.GetFromSavepoint(),
+		FromCheckpoint: req.GetFromCheckpoint(),
 	})
 	if err != nil {
 		return nil, rpcserver.ToWire(err)

@@ -282,8 +282,11 @@ type Cluster struct {
 	JM      *Proc
 	TMs     []*Proc // by index, killed ones included
 
-	t     testing.TB
-	token string
+	t      testing.TB
+	token  string
+	jmArgs []string // the JobManager's full command line
+	jmEnv  []string // its environment: the blob store's credentials
+	extra  []string // Config.Env
 
 	mu    sync.Mutex
 	cl    *client.Client
@@ -304,10 +307,9 @@ func Start(t testing.TB, jmArgs []string, slots ...int) *Cluster {
 func StartConfig(t testing.TB, cfg Config) *Cluster {
 	t.Helper()
 	url, env := BlobURL(t)
-	c := &Cluster{t: t, BlobURL: url, token: cfg.Token}
-	c.JM = StartProc(t, env, "jm", append([]string{"jm", "--listen", "127.0.0.1:0", "--blob", url}, cfg.JMArgs...)...)
-	c.BaseEnv = append(env, "SLUICE_JM="+c.JM.Addr)
-	c.Env = append(append([]string{}, c.BaseEnv...), cfg.Env...)
+	c := &Cluster{t: t, BlobURL: url, token: cfg.Token, jmEnv: env, extra: cfg.Env,
+		jmArgs: append([]string{"jm", "--listen", "127.0.0.1:0", "--blob", url}, cfg.JMArgs...)}
+	c.startJobManager("jm")
 	total := 0
 	for _, n := range cfg.Slots {
 		c.StartTaskManager(n)
@@ -315,6 +317,30 @@ func StartConfig(t testing.TB, cfg Config) *Cluster {
 	}
 	localtest.WaitSlots(t, c, total)
 	return c
+}
+
+// startJobManager starts the JobManager and points the client commands
+// and later TaskManagers at it.
+func (c *Cluster) startJobManager(name string) {
+	c.t.Helper()
+	jm := StartProc(c.t, c.jmEnv, name, c.jmArgs...)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.JM = jm
+	c.BaseEnv = append(append([]string{}, c.jmEnv...), "SLUICE_JM="+jm.Addr)
+	c.Env = append(append([]string{}, c.BaseEnv...), c.extra...)
+	c.cl = nil
+}
+
+// ReplaceJobManager kill -9s the JobManager (if it still runs) and starts
+// a new one with the same flags and blob store, on a new address: what an
+// operator does after losing it, without HA. It knows none of the old
+// one's jobs, and TaskManagers started before still look for the old
+// address: kill them and start new ones.
+func (c *Cluster) ReplaceJobManager() {
+	c.t.Helper()
+	c.JM.Kill()
+	c.startJobManager(fmt.Sprintf("jm-%d", time.Now().UnixNano()%1e6))
 }
 
 // Addr is the JobManager's address.

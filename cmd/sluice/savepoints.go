@@ -150,7 +150,7 @@ store: its retained checkpoints only.`,
 					kind, note = "savepoint", "--from-savepoint "+cp.SavepointID
 				case cp.Savepoint:
 					kind = "savepoint"
-				case cp.Retained:
+				case cp.Retained && cp.Status == "COMPLETED":
 					note = "--from-checkpoint " + client.CheckpointRef(args[0], cp.ID)
 				}
 				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%v\t%s\t%s\n", cp.ID, kind, cp.Status, fmtTime(cp.Triggered),

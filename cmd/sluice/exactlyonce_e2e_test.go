@@ -149,7 +149,7 @@ func TestE2EExactlyOnceKillTaskManagers(t *testing.T) {
 	// failure of the FINISHED job.
 	st := c.Run("status", id)
 	if st.Code != 0 || !strings.Contains(st.Stdout, "accumulators:\n  violations 0\n") ||
-		!strings.Contains(st.Stdout, "\nhistory:\n") || strings.Contains(st.Stdout, "failure:") ||
+		!strings.Contains(st.Stdout, "\nhistory:\n") || strings.Contains(st.Stdout, "\nfailure:\n") ||
 		!strings.Contains(st.Stdout, fmt.Sprintf("restarts  %d\n", res.Restarts)) {
 		t.Errorf("sluice status %s: exit %d, want violations 0, %d restarts and their history, no failure:\n%s%s", id, st.Code, res.Restarts, st.Stdout, st.Stderr)
 	}

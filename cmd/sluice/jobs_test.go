@@ -36,7 +36,7 @@ func TestStatusShowsAccumulatorsAndHistory(t *testing.T) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}
 	}
-	if strings.Contains(out, "failure:") {
+	if strings.Contains(out, "\nfailure:\n") {
 		t.Errorf("a FINISHED job shows a failure:\n%s", out)
 	}
 

@@ -155,16 +155,29 @@ func TestConsequencesNeverHideOrReplaceTheCause(t *testing.T) {
 		}
 	})
 	t.Run("an old TaskManager's unclassified failure is a cause", func(t *testing.T) {
+		var mu sync.Mutex
+		var consumer control.Deployment
 		h := start(t, wordcount(1, 1), func(c *Config, g *fakeGateway, _ *fakePool) {
 			g.onRunning = func(d control.Deployment) {
 				if !isSource(d) {
-					g.reportKind(d, aborted, control.FailureConsequence)
+					mu.Lock()
+					consumer = d
+					mu.Unlock()
 				}
 			}
 			g.onCancel = func(_ string, f control.FencingToken, id string) error {
 				return g.jm().UpdateTaskState(context.Background(), control.TaskUpdate{Fencing: f, ExecutionID: id, State: ExecFailed, Failure: "boom"})
 			}
 		})
+		// Only once both run is the source canceled, and so answers "boom";
+		// a source not yet deployed would never be asked.
+		allRunning(t, h)
+		mu.Lock()
+		d := consumer
+		mu.Unlock()
+		if err := h.gw.reportKind(d, aborted, control.FailureConsequence); err != nil {
+			t.Fatal(err)
+		}
 		r := h.wait(t, Failed)
 		if !strings.HasSuffix(r.Failure, "failed: boom") {
 			t.Fatalf("failure %q", r.Failure)

@@ -248,6 +248,10 @@ func TestRestartDoesNotWaitForUnreachableTaskManager(t *testing.T) {
 	if r.Restarts != 1 {
 		t.Fatalf("restarts %d", r.Restarts)
 	}
+	// The consequence came first; the unreachable TaskManager is the cause.
+	if len(r.History) != 1 || !strings.Contains(r.History[0].Cause, "task manager tm1 unreachable") {
+		t.Errorf("history %+v, want the unreachable tm1 as the cause", r.History)
+	}
 	h.pool.mu.Lock()
 	defer h.pool.mu.Unlock()
 	if len(h.pool.unreachable) == 0 || h.pool.unreachable[0] != "tm1" {

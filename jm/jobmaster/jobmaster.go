@@ -984,10 +984,23 @@ func (jm *JobMaster) onUnreachable(attempt int64, resourceID string) {
 		jm.unreachable = map[string]bool{}
 	}
 	jm.unreachable[resourceID] = true
+	var first *execution
 	for _, x := range jm.execs {
-		if x.cancelSent && !execTerminal(x.state) && x.slot.ResourceID == resourceID {
+		if x.slot.ResourceID != resourceID {
+			continue
+		}
+		if first == nil {
+			first = x
+		}
+		if x.cancelSent && !execTerminal(x.state) {
 			jm.endUnreachable(x)
 		}
+	}
+	// A peer's broken channel reported first, then its TaskManager gone:
+	// the TaskManager is the cause (its "lost" from the ResourceManager
+	// usually comes only after the restart, too late to say so).
+	if first != nil {
+		jm.upgradeFailure(fmt.Sprintf("task %q subtask %d/%d: task manager %s unreachable", first.task.name, first.subtask+1, first.task.parallelism, resourceID))
 	}
 	jm.settle()
 }

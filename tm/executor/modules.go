@@ -21,7 +21,10 @@ import (
 // later job with the same module, starts without a download or a compile.
 // Downloaded bytes are also kept on disk under dir, verified again on read.
 //
-// Concurrent requests for one digest share one fetch and compile.
+// Concurrent requests for one digest share one fetch and compile. It holds
+// at most DefaultCachedModules compiled modules, dropping the least
+// recently used beyond that (a task running one keeps it alive), so
+// modules that differ only by a nonce cannot pin the TaskManager's memory.
 type ModuleCache struct {
 	rt    *wasmhost.Runtime
 	store blob.Store
@@ -30,39 +33,51 @@ type ModuleCache struct {
 	mu      sync.Mutex
 	entries map[string]*moduleEntry // digest -> entry
 	loads   int                     // fetch-and-compiles started, for tests
+	clock   uint64                  // ticks on every use, for LRU order
+	max     int
 	warm    warmer
 }
+
+// DefaultCachedModules is how many compiled modules a ModuleCache keeps.
+const DefaultCachedModules = 32
 
 type moduleEntry struct {
 	ready chan struct{}
 	mod   *wasmhost.Module
 	err   error
+	used  uint64 // the cache's clock at the last use
 }
 
 // NewModuleCache returns an empty cache; dir "" disables the disk copy.
 func NewModuleCache(rt *wasmhost.Runtime, store blob.Store, dir string) *ModuleCache {
-	return &ModuleCache{rt: rt, store: store, dir: dir, entries: make(map[string]*moduleEntry), warm: warmer{limit: DefaultWarmLimit}}
+	return &ModuleCache{rt: rt, store: store, dir: dir, entries: make(map[string]*moduleEntry),
+		max: DefaultCachedModules, warm: warmer{limit: DefaultWarmLimit}}
 }
 
 // Module returns the compiled module with this digest, fetching it from the
 // tenant's modules in the blob store if needed. Failures are not cached.
 func (c *ModuleCache) Module(ctx context.Context, tenant, digest string) (*wasmhost.Module, error) {
 	c.mu.Lock()
+	c.clock++
 	e, ok := c.entries[digest]
 	if !ok {
-		e = &moduleEntry{ready: make(chan struct{})}
+		e = &moduleEntry{ready: make(chan struct{}), used: c.clock}
 		c.entries[digest] = e
 		c.loads++
 		c.mu.Unlock()
-		e.mod, e.err = c.load(ctx, tenant, digest)
+		mod, err := c.load(ctx, tenant, digest)
+		c.mu.Lock()
+		e.mod, e.err = mod, err // under mu: evictLocked reads other entries' mod
 		if e.err != nil {
-			c.mu.Lock()
 			delete(c.entries, digest)
-			c.mu.Unlock()
+		} else {
+			c.evictLocked()
 		}
+		c.mu.Unlock()
 		close(e.ready)
 		return e.mod, e.err
 	}
+	e.used = c.clock
 	c.mu.Unlock()
 	select {
 	case <-e.ready:
@@ -73,6 +88,26 @@ func (c *ModuleCache) Module(ctx context.Context, tenant, digest string) (*wasmh
 		return c.Module(ctx, tenant, digest) // the loader failed; try ourselves
 	}
 	return e.mod, nil
+}
+
+// evictLocked drops the least recently used compiled modules beyond max;
+// loads in progress stay.
+func (c *ModuleCache) evictLocked() {
+	for len(c.entries) > c.max {
+		var oldest string
+		for d, e := range c.entries {
+			if e.mod == nil {
+				continue // loading, or failed and about to go
+			}
+			if oldest == "" || e.used < c.entries[oldest].used {
+				oldest = d
+			}
+		}
+		if oldest == "" {
+			return
+		}
+		delete(c.entries, oldest)
+	}
 }
 
 // Len is the number of compiled modules held.

@@ -145,3 +145,26 @@ func TestWarmChecksTheTenant(t *testing.T) {
 		t.Fatalf("another tenant's module was compiled: %d held", c.Len())
 	}
 }
+
+// TestModuleCacheDropsTheLeastRecentlyUsed checks that the cache holds at
+// most its maximum of compiled modules, dropping the one used longest ago,
+// and compiles a dropped one again when it is asked for.
+func TestModuleCacheDropsTheLeastRecentlyUsed(t *testing.T) {
+	c, refs := warmModules(t)
+	c.max = 1
+	ctx := t.Context()
+	for _, r := range refs {
+		if _, err := c.Module(ctx, r.Tenant, r.Digest); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c.Len() != 1 {
+		t.Fatalf("%d modules held, want the maximum of 1", c.Len())
+	}
+	if _, err := c.Module(ctx, refs[1].Tenant, refs[1].Digest); err != nil || c.loadCount() != 2 {
+		t.Fatalf("the most recent module was compiled again (%d compiles): %v", c.loadCount(), err)
+	}
+	if _, err := c.Module(ctx, refs[0].Tenant, refs[0].Digest); err != nil || c.loadCount() != 3 {
+		t.Fatalf("the dropped module was not compiled again (%d compiles): %v", c.loadCount(), err)
+	}
+}

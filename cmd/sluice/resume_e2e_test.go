@@ -94,8 +94,10 @@ func TestE2EResumeFromCheckpointAfterLosingTheJobManager(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(cps) == 0 || cps[0].ID != newest || !cps[0].Retained || cps[0].Status != checkpoint.StatusCompleted ||
-		slices.ContainsFunc(cps, func(cp client.Checkpoint) bool { return !cp.Retained }) || len(cps) > 2 {
-		t.Fatalf("checkpoints of the lost job: %+v; want the 2 retained, newest %d first", cps, newest)
+		slices.ContainsFunc(cps, func(cp client.Checkpoint) bool { return !cp.Retained }) || len(cps) > 3 {
+		// 2 retained, and a third when the kill landed between a checkpoint
+		// completing and the JobManager deleting the one it subsumed.
+		t.Fatalf("checkpoints of the lost job: %+v; want the 2 retained (3 if the kill cut a deletion short), newest %d first", cps, newest)
 	}
 
 	// Resume at another parallelism.

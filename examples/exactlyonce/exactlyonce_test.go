@@ -242,7 +242,11 @@ func TestMinIOOutage(t *testing.T) {
 		BlobURL: fmt.Sprintf("s3://outage?endpoint=%s&secure=false&create_bucket=true", m.Endpoint)})
 	cl := c.Client()
 	ctx := context.Background()
-	cp := map[string]string{jobconfig.KeyCheckpointInterval: "200ms", jobconfig.KeyCheckpointTimeout: "2s", jobconfig.KeyClock: string(jobconfig.ClockWall)}
+	// On a loaded machine the input can run out while MinIO is still down;
+	// the final upload then fails the task, and restarts (from a completed
+	// checkpoint, once MinIO is back) must keep the output exactly once.
+	cp := map[string]string{jobconfig.KeyCheckpointInterval: "200ms", jobconfig.KeyCheckpointTimeout: "2s", jobconfig.KeyClock: string(jobconfig.ClockWall),
+		jobconfig.KeyRestartStrategy: "fixed-delay", jobconfig.KeyFixedDelayAttempts: "100", jobconfig.KeyFixedDelayDelay: "500ms"}
 	id := run(t, cl, wasm, 2, cp, "", "--keys", fmt.Sprint(keys), "--per-key", fmt.Sprint(perKey), "--rate", "4000", "--out", "outage/out")
 	completed := func() []client.Checkpoint {
 		cps, err := cl.ListCheckpoints(ctx, id)

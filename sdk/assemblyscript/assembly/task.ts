@@ -587,6 +587,7 @@ export class Context {
 export class KeyedContext extends Context {
   /** @internal */ cur: Bytes = new Bytes();
   private sview: Bytes = new Bytes();
+  private ibuf: Buf = new Buf(8);
 
   /** The current key; valid during the call only. */
   key(): Bytes {
@@ -619,16 +620,27 @@ export class KeyedContext extends Context {
     host.state_delete(this.op.id, changetype<usize>(nm), nm.byteLength, this.cur.ptr, this.cur.length);
   }
 
-  /** The current key's state name as an i64; 0 when absent. */
+  /**
+   * The current key's state name as an i64 (its first 8 bytes,
+   * little-endian); 0 when absent or shorter. It leaves the Bytes get
+   * returned intact.
+   */
   getI64(name: string): i64 {
-    const v = this.get(name);
-    return v == null ? 0 : v.toI64();
+    const nm = this.t.nameBytes(name);
+    const b = this.ibuf;
+    const k = this.cur;
+    for (;;) {
+      const n = host.state_get(this.op.id, changetype<usize>(nm), nm.byteLength, k.ptr, k.length, b.ptr, b.cap);
+      if (n < 8) return 0;
+      if (<u32>n <= b.cap) return load<i64>(b.ptr);
+      b.reserve(<u32>n);
+    }
+    return 0;
   }
 
   /** Stores n as the current key's state name (8 bytes, little-endian). */
   putI64(name: string, n: i64): void {
-    const b = this.buf;
-    b.reserve(8);
+    const b = this.ibuf;
     store<i64>(b.ptr, n);
     const nm = this.t.nameBytes(name);
     host.state_put(this.op.id, changetype<usize>(nm), nm.byteLength, this.cur.ptr, this.cur.length, b.ptr, 8);

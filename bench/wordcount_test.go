@@ -109,6 +109,12 @@ func BenchmarkWordCountCP2(b *testing.B) {
 	benchWordCount(b, localtest.CGuest(b, "examples/wordcount-c"))
 }
 
+// BenchmarkWordCountASP2 is BenchmarkWordCountP2 with the job written in
+// AssemblyScript with its SDK (examples/wordcount-as).
+func BenchmarkWordCountASP2(b *testing.B) {
+	benchWordCount(b, localtest.ASGuest(b, "examples/wordcount-as"))
+}
+
 func benchWordCount(b *testing.B, wasm []byte) {
 	c, cl, wasm, in := setupWith(b, 2, wasm)
 	ctx := context.Background()

@@ -68,6 +68,10 @@ func check(ctx context.Context, runPattern, pkgs string, lint bool) error {
 		return fmt.Errorf("C toolchain: %w", err)
 	}
 
+	if err := assemblyScript(ctx, root); err != nil {
+		return err
+	}
+
 	step("MinIO")
 	bin, err := ensureMinIO(ctx)
 	if err != nil {

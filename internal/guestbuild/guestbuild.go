@@ -37,7 +37,8 @@ var clangFlags = []string{"--target=wasm32-wasi", "-O2", "-mexec-model=reactor",
 // of the .wasm file in the cache directory (<user cache>/sluice/guests, or
 // the temp directory when there is none). A directory with .go files
 // (tests aside) is built as a Go main package; one with .c files and no .go
-// files but tests as a C guest.
+// files but tests as a C guest; one with an asconfig.json as an
+// AssemblyScript guest (see assemblyscript.go).
 //
 // # Errors
 //
@@ -64,6 +65,9 @@ func BuildTo(ctx context.Context, dir, cache string) (string, error) {
 	} else if !st.IsDir() {
 		return "", fmt.Errorf("build guest: %s is not a directory", dir)
 	}
+	if isAssemblyScript(abs) {
+		return buildAS(ctx, dir, abs, cache)
+	}
 	src, err := listSources(abs)
 	if err != nil {
 		return "", fmt.Errorf("build guest: %w", err)
@@ -74,7 +78,7 @@ func BuildTo(ctx context.Context, dir, cache string) (string, error) {
 	case len(src.c) > 0:
 		return buildC(ctx, dir, abs, cache, src)
 	default:
-		return "", fmt.Errorf("build guest %s: the directory has no .go or .c files; a guest is a Go main package or C sources", dir)
+		return "", fmt.Errorf("build guest %s: the directory has no .go or .c files and no %s; a guest is a Go main package, C sources or an AssemblyScript project", dir, ASConfigFile)
 	}
 }
 

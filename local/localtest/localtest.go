@@ -98,6 +98,24 @@ func CGuest(t testing.TB, rel string) []byte {
 	return Guest(t, rel)
 }
 
+// ASGuest is Guest for an AssemblyScript guest directory (one with an
+// asconfig.json). It installs the pinned compiler on first use (npm ci into
+// the user cache); without node and npm, or when npm cannot install it, it
+// skips the test, unless guestbuild.ASRequired (the test command installed
+// the compiler), when it fails it.
+func ASGuest(t testing.TB, rel string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := guestbuild.ASToolchain(ctx); err != nil {
+		if guestbuild.ASRequired() {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	return Guest(t, rel)
+}
+
 // CheckWordCount runs a word count module (examples/wordcount or
 // examples/wordcount-c) over a generated 4 MiB text on two TaskManagers of
 // two slots, at parallelism 1, 2 and 4 (p=4 fills both, so records cross

@@ -35,9 +35,9 @@ var clangFlags = []string{"--target=wasm32-wasi", "-O2", "-mexec-model=reactor",
 
 // Build compiles the guest in dir to a reactor module and returns the path
 // of the .wasm file in the cache directory (<user cache>/sluice/guests, or
-// the temp directory when there is none). A directory with .go files
-// (tests aside) is built as a Go main package; one with .c files and no .go
-// files but tests as a C guest.
+// the temp directory when there is none). A directory with a Cargo.toml is
+// built as a Rust crate; one with .go files (tests aside) as a Go main
+// package; one with .c files and no .go files but tests as a C guest.
 //
 // # Errors
 //
@@ -63,6 +63,9 @@ func BuildTo(ctx context.Context, dir, cache string) (string, error) {
 		return "", fmt.Errorf("build guest: %w", err)
 	} else if !st.IsDir() {
 		return "", fmt.Errorf("build guest: %s is not a directory", dir)
+	}
+	if isRustGuest(abs) {
+		return buildRust(ctx, dir, abs, cache)
 	}
 	src, err := listSources(abs)
 	if err != nil {

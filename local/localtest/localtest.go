@@ -98,11 +98,28 @@ func CGuest(t testing.TB, rel string) []byte {
 	return Guest(t, rel)
 }
 
-// CheckWordCount runs a word count module (examples/wordcount or
-// examples/wordcount-c) over a generated 4 MiB text on two TaskManagers of
-// two slots, at parallelism 1, 2 and 4 (p=4 fills both, so records cross
-// the data port as well as memory), and compares the counts with
-// coreutils'.
+// RustGuest is Guest for a Rust crate directory (one with a Cargo.toml).
+// Without Debian's Rust toolchain for wasm32-wasi it skips the test, unless
+// guestbuild.RustRequired (the test command found or installed the
+// toolchain), when it fails it.
+func RustGuest(t testing.TB, rel string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := guestbuild.RustToolchain(ctx); err != nil {
+		if guestbuild.RustRequired() {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	return Guest(t, rel)
+}
+
+// CheckWordCount runs a word count module (examples/wordcount,
+// examples/wordcount-c or examples/wordcount-rs) over a generated 4 MiB
+// text on two TaskManagers of two slots, at parallelism 1, 2 and 4 (p=4
+// fills both, so records cross the data port as well as memory), and
+// compares the counts with coreutils'.
 func CheckWordCount(t *testing.T, wasm []byte) {
 	t.Helper()
 	in := filepath.Join(t.TempDir(), "input.txt")

@@ -115,6 +115,12 @@ func BenchmarkWordCountASP2(b *testing.B) {
 	benchWordCount(b, localtest.ASGuest(b, "examples/wordcount-as"))
 }
 
+// BenchmarkWordCountRustP2 is BenchmarkWordCountP2 with the same job
+// written with the Rust SDK (examples/wordcount-rs).
+func BenchmarkWordCountRustP2(b *testing.B) {
+	benchWordCount(b, localtest.RustGuest(b, "examples/wordcount-rs"))
+}
+
 func benchWordCount(b *testing.B, wasm []byte) {
 	c, cl, wasm, in := setupWith(b, 2, wasm)
 	ctx := context.Background()

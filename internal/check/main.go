@@ -72,6 +72,12 @@ func check(ctx context.Context, runPattern, pkgs string, lint bool) error {
 		return err
 	}
 
+	step("Rust toolchain")
+	haveRust, err := rustToolchain(ctx, root)
+	if err != nil {
+		return fmt.Errorf("Rust toolchain: %w", err)
+	}
+
 	step("MinIO")
 	bin, err := ensureMinIO(ctx)
 	if err != nil {
@@ -101,6 +107,9 @@ func check(ctx context.Context, runPattern, pkgs string, lint bool) error {
 	)
 	if haveC {
 		cmd.Env = append(cmd.Env, guestbuild.RequireCEnv+"=1")
+	}
+	if haveRust {
+		cmd.Env = append(cmd.Env, guestbuild.RequireRustEnv+"=1")
 	}
 	return cmd.Run()
 }

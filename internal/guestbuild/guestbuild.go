@@ -35,15 +35,15 @@ var clangFlags = []string{"--target=wasm32-wasi", "-O2", "-mexec-model=reactor",
 
 // Build compiles the guest in dir to a reactor module and returns the path
 // of the .wasm file in the cache directory (<user cache>/sluice/guests, or
-// the temp directory when there is none). A directory with .go files
-// (tests aside) is built as a Go main package; one with .c files and no .go
-// files but tests as a C guest; one with an asconfig.json as an
-// AssemblyScript guest (see assemblyscript.go).
+// the temp directory when there is none). A directory with a Cargo.toml is
+// built as a Rust crate; one with an asconfig.json as an AssemblyScript
+// guest (see assemblyscript.go); one with .go files (tests aside) as a Go
+// main package; one with .c files and no .go files but tests as a C guest.
 //
 // # Errors
 //
 // The go command's or clang's output is part of the error when the build
-// fails. A directory with neither .go nor .c files is an error. For a C
+// fails. A directory that is none of these is an error. For a C
 // guest, the error wraps [ErrNoCToolchain] and names the packages to install
 // when clang is missing or cannot target wasm32-wasi.
 func Build(ctx context.Context, dir string) (wasmPath string, err error) {
@@ -65,6 +65,9 @@ func BuildTo(ctx context.Context, dir, cache string) (string, error) {
 	} else if !st.IsDir() {
 		return "", fmt.Errorf("build guest: %s is not a directory", dir)
 	}
+	if isRustGuest(abs) {
+		return buildRust(ctx, dir, abs, cache)
+	}
 	if isAssemblyScript(abs) {
 		return buildAS(ctx, dir, abs, cache)
 	}
@@ -78,7 +81,7 @@ func BuildTo(ctx context.Context, dir, cache string) (string, error) {
 	case len(src.c) > 0:
 		return buildC(ctx, dir, abs, cache, src)
 	default:
-		return "", fmt.Errorf("build guest %s: the directory has no .go or .c files and no %s; a guest is a Go main package, C sources or an AssemblyScript project", dir, ASConfigFile)
+		return "", fmt.Errorf("build guest %s: the directory has no .go or .c files, no Cargo.toml and no %s; a guest is a Go main package, C sources, a Rust crate or an AssemblyScript project", dir, ASConfigFile)
 	}
 }
 

@@ -87,15 +87,16 @@ func Guest(t testing.TB, rel string) []byte {
 // command found or installed the toolchain), when it fails it.
 func CGuest(t testing.TB, rel string) []byte {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := guestbuild.CToolchain(ctx); err != nil {
-		if guestbuild.CRequired() {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	return Guest(t, rel)
+	return toolchainGuest(t, rel, time.Minute, guestbuild.CToolchain, guestbuild.CRequired())
+}
+
+// RustGuest is Guest for a Rust crate directory (one with a Cargo.toml).
+// Without Debian's Rust toolchain for wasm32-wasi it skips the test, unless
+// guestbuild.RustRequired (the test command found or installed the
+// toolchain), when it fails it.
+func RustGuest(t testing.TB, rel string) []byte {
+	t.Helper()
+	return toolchainGuest(t, rel, 2*time.Minute, guestbuild.RustToolchain, guestbuild.RustRequired())
 }
 
 // ASGuest is Guest for an AssemblyScript guest directory (one with an
@@ -105,10 +106,17 @@ func CGuest(t testing.TB, rel string) []byte {
 // the compiler), when it fails it.
 func ASGuest(t testing.TB, rel string) []byte {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	return toolchainGuest(t, rel, 5*time.Minute, guestbuild.ASToolchain, guestbuild.ASRequired())
+}
+
+// toolchainGuest is Guest behind a toolchain check: a missing toolchain
+// skips the test, or fails it when the test command required it.
+func toolchainGuest(t testing.TB, rel string, timeout time.Duration, toolchain func(context.Context) error, required bool) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if err := guestbuild.ASToolchain(ctx); err != nil {
-		if guestbuild.ASRequired() {
+	if err := toolchain(ctx); err != nil {
+		if required {
 			t.Fatal(err)
 		}
 		t.Skip(err)
@@ -116,11 +124,11 @@ func ASGuest(t testing.TB, rel string) []byte {
 	return Guest(t, rel)
 }
 
-// CheckWordCount runs a word count module (examples/wordcount or
-// examples/wordcount-c) over a generated 4 MiB text on two TaskManagers of
-// two slots, at parallelism 1, 2 and 4 (p=4 fills both, so records cross
-// the data port as well as memory), and compares the counts with
-// coreutils'.
+// CheckWordCount runs a word count module (examples/wordcount,
+// examples/wordcount-c, -rs or -as) over a generated 4 MiB text on two
+// TaskManagers of two slots, at parallelism 1, 2 and 4 (p=4 fills both, so
+// records cross the data port as well as memory), and compares the counts
+// with coreutils'.
 func CheckWordCount(t *testing.T, wasm []byte) {
 	t.Helper()
 	in := filepath.Join(t.TempDir(), "input.txt")

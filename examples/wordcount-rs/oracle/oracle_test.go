@@ -1,0 +1,153 @@
+//go:build !wasip1
+
+// Package oracle_test holds the Rust word count's tests. They build the
+// crate with Debian's cargo for wasm32-wasi, run it on an embedded cluster
+// and compare the counts with the real coreutils, at several parallelisms
+// and across a savepoint.
+package oracle_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/jobconfig"
+	"github.com/sluicehq/sluice/internal/jobgraph"
+	"github.com/sluicehq/sluice/internal/testutil"
+	"github.com/sluicehq/sluice/local"
+	"github.com/sluicehq/sluice/local/localtest"
+	"github.com/sluicehq/sluice/sdk/client"
+	"github.com/sluicehq/sluice/wasmhost"
+)
+
+const dir = "examples/wordcount-rs"
+
+func TestWordCountRustMatchesCoreutils(t *testing.T) {
+	localtest.CheckWordCount(t, localtest.RustGuest(t, dir))
+}
+
+func compile(t *testing.T, wasm []byte) (*wasmhost.Module, error) {
+	t.Helper()
+	ctx := context.Background()
+	rt, err := wasmhost.NewRuntime(ctx, wasmhost.NewRuntimeConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close(ctx) })
+	return rt.Compile(ctx, wasm)
+}
+
+// TestWordCountRustPlan: the plan names its inputs (escaped into JSON), and
+// bad arguments fail the plan with a message that says what was wrong.
+func TestWordCountRustPlan(t *testing.T) {
+	mod, err := compile(t, localtest.RustGuest(t, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	g, err := mod.Plan(ctx, []string{"--input", `odd "name\.txt`, "--input=logs/*.txt"}, wasmhost.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := jobgraph.Validate(g, 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := g.Vertices[0].Config["paths"], `["odd \"name\\.txt","logs/*.txt"]`; got != want {
+		t.Errorf("paths = %s, want %s", got, want)
+	}
+	if g.Name != "wordcount" || len(g.Vertices) != 6 || g.Vertices[3].Config["emit"] != "final" {
+		t.Errorf("graph = %+v, want the word count's six vertices", g)
+	}
+	for args, want := range map[string]string{
+		"":                "no input: pass -- --input PATH",
+		"--input":         "--input needs a value",
+		"--input a --out": "unknown argument --out: wordcount-rs takes --input PATH (repeatable)",
+	} {
+		_, err := mod.Plan(ctx, strings.Fields(args), wasmhost.Limits{})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("plan %q: %v, want %q", args, err, want)
+		}
+		if !errors.Is(err, wasmhost.ErrGuestFailed) {
+			t.Errorf("plan %q: %v, want an ERROR status (%v), not a trap", args, err, wasmhost.ErrGuestFailed)
+		}
+	}
+}
+
+// TestWordCountRustOtherABIVersion: the module the SDK builds, declaring
+// another ABI version (its version export renamed, nothing else changed),
+// is refused at compile time with both versions named.
+func TestWordCountRustOtherABIVersion(t *testing.T) {
+	wasm := localtest.RustGuest(t, dir)
+	if n := bytes.Count(wasm, []byte("sluice_abi_v1")); n == 0 {
+		t.Fatal("the module has no sluice_abi_v1 export")
+	}
+	v2 := bytes.ReplaceAll(wasm, []byte("sluice_abi_v1"), []byte("sluice_abi_v2"))
+	_, err := compile(t, v2)
+	if want := "module implements sluice_abi_v2; this host speaks sluice_abi_v1"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("compile with sluice_abi_v2: %v, want %q", err, want)
+	}
+	if _, err := compile(t, wasm); err != nil {
+		t.Fatalf("the module as built: %v", err)
+	}
+}
+
+// TestWordCountRustSavepoint stops a p=2 run with a savepoint part-way (the
+// reduce's barrier writes its accumulators to keyed state) and resumes it
+// at p=3: the resumed job restores the counts and reads only the splits
+// that were left, so the result is still exact.
+func TestWordCountRustSavepoint(t *testing.T) {
+	wasm := localtest.RustGuest(t, dir)
+	in := filepath.Join(t.TempDir(), "input.txt")
+	if err := localtest.GenerateText(in, 32<<20, 1); err != nil {
+		t.Fatal(err)
+	}
+	want := localtest.CoreutilsWordCount(t, in)
+	c := localtest.Start(t, local.Config{Slots: 6})
+	cl := c.Client()
+	ctx := context.Background()
+	args := []string{"--input", in}
+	inputs, err := client.StageInputs(ctx, c.Blob(), client.DefaultTenant, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest, err := cl.UploadModule(ctx, wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := func(p int, from string) client.JobSpec {
+		cfg := client.InputsConfig(map[string]string{jobconfig.KeyCheckpointInterval: "20ms"}, inputs)
+		return client.JobSpec{ModuleDigest: digest, Args: args, Parallelism: p, Config: cfg, FromSavepoint: from}
+	}
+	id, err := cl.SubmitJob(ctx, spec(2, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.CheckFor(t, time.Minute, 10*time.Millisecond, func() error {
+		cps, err := cl.ListCheckpoints(ctx, id)
+		if err != nil || len(cps) == 0 {
+			return fmt.Errorf("job %s has no checkpoint yet (%v)", id, err)
+		}
+		return nil
+	})
+	sp, err := cl.TriggerSavepoint(ctx, id, true, time.Minute)
+	if err != nil {
+		t.Fatalf("savepoint (the job may have ended first; make the input larger): %v", err)
+	}
+	if stopped := localtest.WaitFinished(t, c, id); len(stopped.Records) != 0 {
+		t.Fatalf("the stopped job emitted %d final counts; its input never ended", len(stopped.Records))
+	}
+	t.Logf("savepoint %s: %d bytes", sp.SavepointID, sp.Size)
+	id, err = cl.SubmitJob(ctx, spec(3, sp.SavepointID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := localtest.WaitFinished(t, c, id)
+	if d := localtest.Diff(want, localtest.Lines(r.Records)); d != "" {
+		t.Fatalf("word counts after the savepoint differ from coreutils:\n%s", d)
+	}
+}

@@ -48,6 +48,7 @@ func BenchmarkGuestChains(b *testing.B) {
 	}{
 		{"go", func() []byte { return localtest.Guest(b, "examples/wordcount") }},
 		{"c", func() []byte { return localtest.CGuest(b, "examples/wordcount-c") }},
+		{"rust", func() []byte { return localtest.RustGuest(b, "examples/wordcount-rs") }},
 		{"as", func() []byte { return localtest.ASGuest(b, "examples/wordcount-as") }},
 	} {
 		b.Run(g.name, func(b *testing.B) {

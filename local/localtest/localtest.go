@@ -19,6 +19,8 @@ import (
 
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/internal/guestbuild"
+	"github.com/sluicehq/sluice/internal/jobconfig"
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/local"
 	"github.com/sluicehq/sluice/sdk/client"
 )
@@ -122,6 +124,62 @@ func toolchainGuest(t testing.TB, rel string, timeout time.Duration, toolchain f
 		t.Skip(err)
 	}
 	return Guest(t, rel)
+}
+
+// CheckWordCountSavepoint stops a p=2 run of a word count module over a
+// generated 32 MiB text with a savepoint part-way and resumes it at p=3:
+// the resumed job restores the counts from keyed state and reads only the
+// splits that were left, so the result must still equal coreutils'.
+func CheckWordCountSavepoint(t *testing.T, wasm []byte) {
+	t.Helper()
+	in := filepath.Join(t.TempDir(), "input.txt")
+	if err := GenerateText(in, 32<<20, 1); err != nil {
+		t.Fatal(err)
+	}
+	want := CoreutilsWordCount(t, in)
+	c := Start(t, local.Config{Slots: 6})
+	cl := c.Client()
+	ctx := context.Background()
+	args := []string{"--input", in}
+	inputs, err := client.StageInputs(ctx, c.Blob(), client.DefaultTenant, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest, err := cl.UploadModule(ctx, wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := func(p int, from string) client.JobSpec {
+		cfg := client.InputsConfig(map[string]string{jobconfig.KeyCheckpointInterval: "20ms"}, inputs)
+		return client.JobSpec{ModuleDigest: digest, Args: args, Parallelism: p, Config: cfg, FromSavepoint: from}
+	}
+	id, err := cl.SubmitJob(ctx, spec(2, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.CheckFor(t, time.Minute, 10*time.Millisecond, func() error {
+		cps, err := cl.ListCheckpoints(ctx, id)
+		if err != nil || len(cps) == 0 {
+			return fmt.Errorf("job %s has no checkpoint yet (%v)", id, err)
+		}
+		return nil
+	})
+	sp, err := cl.TriggerSavepoint(ctx, id, true, time.Minute)
+	if err != nil {
+		t.Fatalf("savepoint (the job may have ended first; make the input larger): %v", err)
+	}
+	if stopped := WaitFinished(t, c, id); len(stopped.Records) != 0 {
+		t.Fatalf("the stopped job emitted %d final counts; its input never ended", len(stopped.Records))
+	}
+	t.Logf("savepoint %s: %d bytes", sp.SavepointID, sp.Size)
+	id, err = cl.SubmitJob(ctx, spec(3, sp.SavepointID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := WaitFinished(t, c, id)
+	if d := Diff(want, Lines(r.Records)); d != "" {
+		t.Fatalf("word counts after the savepoint differ from coreutils:\n%s", d)
+	}
 }
 
 // CheckWordCount runs a word count module (examples/wordcount,

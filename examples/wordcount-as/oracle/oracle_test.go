@@ -8,18 +8,11 @@ package oracle_test
 
 import (
 	"context"
-	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/sluicehq/sluice/internal/jobconfig"
 	"github.com/sluicehq/sluice/internal/jobgraph"
-	"github.com/sluicehq/sluice/internal/testutil"
-	"github.com/sluicehq/sluice/local"
 	"github.com/sluicehq/sluice/local/localtest"
-	"github.com/sluicehq/sluice/sdk/client"
 	"github.com/sluicehq/sluice/wasmhost"
 )
 
@@ -70,53 +63,5 @@ func TestWordCountASPlan(t *testing.T) {
 // resumes it at p=3: the resumed job reads the counts back from keyed state
 // and reads only the splits that were left, so the result is still exact.
 func TestWordCountASSavepoint(t *testing.T) {
-	wasm := localtest.ASGuest(t, guestDir)
-	in := filepath.Join(t.TempDir(), "input.txt")
-	if err := localtest.GenerateText(in, 32<<20, 1); err != nil {
-		t.Fatal(err)
-	}
-	want := localtest.CoreutilsWordCount(t, in)
-	c := localtest.Start(t, local.Config{Slots: 6})
-	cl := c.Client()
-	ctx := context.Background()
-	args := []string{"--input", in}
-	inputs, err := client.StageInputs(ctx, c.Blob(), client.DefaultTenant, args)
-	if err != nil {
-		t.Fatal(err)
-	}
-	digest, err := cl.UploadModule(ctx, wasm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec := func(p int, from string) client.JobSpec {
-		cfg := client.InputsConfig(map[string]string{jobconfig.KeyCheckpointInterval: "20ms"}, inputs)
-		return client.JobSpec{ModuleDigest: digest, Args: args, Parallelism: p, Config: cfg, FromSavepoint: from}
-	}
-	id, err := cl.SubmitJob(ctx, spec(2, ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	testutil.CheckFor(t, time.Minute, 10*time.Millisecond, func() error {
-		cps, err := cl.ListCheckpoints(ctx, id)
-		if err != nil || len(cps) == 0 {
-			return fmt.Errorf("job %s has no checkpoint yet (%v)", id, err)
-		}
-		return nil
-	})
-	sp, err := cl.TriggerSavepoint(ctx, id, true, time.Minute)
-	if err != nil {
-		t.Fatalf("savepoint (the job may have ended first; make the input larger): %v", err)
-	}
-	if stopped := localtest.WaitFinished(t, c, id); len(stopped.Records) != 0 {
-		t.Fatalf("the stopped job emitted %d final counts; its input never ended", len(stopped.Records))
-	}
-	t.Logf("savepoint %s: %d bytes", sp.SavepointID, sp.Size)
-	id, err = cl.SubmitJob(ctx, spec(3, sp.SavepointID))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := localtest.WaitFinished(t, c, id)
-	if d := localtest.Diff(want, localtest.Lines(r.Records)); d != "" {
-		t.Fatalf("word counts after the savepoint differ from coreutils:\n%s", d)
-	}
+	localtest.CheckWordCountSavepoint(t, localtest.ASGuest(t, guestDir))
 }

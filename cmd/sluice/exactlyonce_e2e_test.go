@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"regexp"
@@ -13,7 +11,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/blob"
-	"github.com/sluicehq/sluice/blob/blobtest"
 	"github.com/sluicehq/sluice/cmd/sluice/internal/proctest"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/local/localtest"
@@ -160,35 +157,7 @@ func TestE2EExactlyOnceKillTaskManagers(t *testing.T) {
 	t.Logf("%d restarts, recoveries %v, checkpoints: %d", res.Restarts, recoveries, len(cps))
 
 	// The committed output: every record exactly once.
-	var lines []string
-	for info, err := range blob.All(ctx, store, "tenants/default/files/eo/out/") {
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(bytes.NewReader(blobtest.GetBytes(t, store, info.Key)))
-		for sc.Scan() {
-			lines = append(lines, sc.Text())
-		}
-	}
-	seen := map[string]int{}
-	for _, l := range lines {
-		seen[l]++
-	}
-	bad := 0
-	for k := range keys {
-		for s := 1; s <= perKey; s++ {
-			l := fmt.Sprintf("k%d\t%d", k, s)
-			if seen[l] != 1 {
-				if bad < 5 {
-					t.Errorf("%q committed %d times", l, seen[l])
-				}
-				bad++
-			}
-		}
-	}
-	if bad > 0 || len(lines) != keys*perKey {
-		t.Fatalf("committed output: %d lines for %d records, %d wrong", len(lines), keys*perKey, bad)
-	}
+	checkEveryRecordOnce(t, committedLines(t, store, "eo/out"), keys, perKey)
 	// The finished job leaves no checkpoint or pending part behind, so in
 	// particular nothing of the aborted one.
 	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {

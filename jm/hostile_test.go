@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,36 +18,11 @@ import (
 	"github.com/sluicehq/sluice/internal/guestbuild"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/internal/rpcserver"
+	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/internal/wasmgen"
 	"github.com/sluicehq/sluice/jm"
 	"github.com/sluicehq/sluice/wasmhost"
 )
-
-// heapPeak samples HeapInuse until the returned function is called, which
-// returns the highest value above the level at the start.
-func heapPeak() (stop func() uint64) {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	base, peak := ms.HeapInuse, ms.HeapInuse
-	quit, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			var m runtime.MemStats
-			runtime.ReadMemStats(&m)
-			peak = max(peak, m.HeapInuse)
-			select {
-			case <-quit:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	return func() uint64 { close(quit); <-done; return peak - base }
-}
 
 // realJM starts a JobManager with the real wasm runtime (its compiled code
 // cached on disk across runs: compiling under -race is slow) and tenants
@@ -105,7 +79,7 @@ func TestHostileModulesAreRefusedWithinBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	stop := heapPeak()
+	stop := testutil.HeapPeak()
 	// The slow one: 3000 functions of 900 nested loops, each within every
 	// limit; compiling it takes minutes.
 	slow := wasmgen.Module{Body: wasmgen.Nest(wasmgen.Loop, 900, nil), Functions: 3000}.Bytes()
@@ -193,7 +167,7 @@ func TestConcurrentPlansOfOneTenant(t *testing.T) {
 	if err != nil {
 		t.Fatal(rpcserver.FromCall(err))
 	}
-	stop := heapPeak()
+	stop := testutil.HeapPeak()
 	var wg sync.WaitGroup
 	errs := make([]error, 16)
 	for i := range errs {

@@ -16,37 +16,6 @@ import (
 	"github.com/sluicehq/sluice/wasmhost/internal/validate"
 )
 
-// heapPeak samples HeapInuse until stop is called and returns the highest
-// value above the level at the start.
-func heapPeak(t testing.TB) (stop func() uint64) {
-	t.Helper()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	base, peak := ms.HeapInuse, ms.HeapInuse
-	quit, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			var m runtime.MemStats
-			runtime.ReadMemStats(&m)
-			peak = max(peak, m.HeapInuse)
-			select {
-			case <-quit:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	return func() uint64 {
-		close(quit)
-		<-done
-		return peak - base
-	}
-}
-
 // hostileShapes are modules far beyond the structural limits, each with
 // what its error must say.
 func hostileShapes() []struct {
@@ -92,7 +61,7 @@ func TestStructuralLimitsRefuseHostileModules(t *testing.T) {
 	for _, tc := range hostileShapes() {
 		t.Run(tc.name, func(t *testing.T) {
 			wasm := tc.wasm()
-			stop := heapPeak(t)
+			stop := testutil.HeapPeak()
 			_, err := rt.Compile(ctx, wasm)
 			grew := stop()
 			if !errors.Is(err, ErrInvalidModule) {
@@ -303,7 +272,7 @@ func BenchmarkCompileAtTheLimits(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				stop := heapPeak(b)
+				stop := testutil.HeapPeak()
 				if _, err := rt.Compile(ctx, wasm); !errors.Is(err, ErrInvalidModule) || !strings.Contains(err.Error(), "sluice_abi_v1") {
 					b.Fatalf("want the ABI error after compiling, got %v", err)
 				}

@@ -2,17 +2,21 @@
 //
 // It runs what CI runs, in order: gofmt, go vet (host and wasip1), the layer
 // rules of layers.txt (imports checked with go list -deps), the Kitex
-// generation check, the wasip1 build of sdk/guest, the C toolchain check, and
-// `go test -race ./...` with a real MinIO server it installs (once, into the
-// user cache directory, keyed by version), starts on a free loopback port
-// with a temporary data directory, and stops whatever happens.
+// generation check, the wasip1 build of sdk/guest, the guest toolchain
+// checks (C, Rust, AssemblyScript), and `go test -race ./...` with a real
+// MinIO server it installs (once, into the user cache directory, keyed by
+// version), starts on a free loopback port with a temporary data directory,
+// and stops whatever happens.
 //
-// The C toolchain check makes sure clang can build wasm32-wasi guests. When
-// it cannot and the command runs as root with apt-get, it installs the
-// Debian packages guestbuild.CDebianPackages names and fails if clang still
-// cannot; otherwise it warns that the C guest tests will be skipped. When
-// clang works, the tests run with SLUICE_REQUIRE_CLANG=1, so the C guest
-// tests fail rather than skip.
+// A guest toolchain check (toolchain.go) makes sure the language's guests
+// can be built: clang for wasm32-wasi, Debian's cargo for wasm32-wasi, and
+// the AssemblyScript compiler the SDK's lock file pins (npm ci into the user
+// cache). When a toolchain does not work and the command runs as root with
+// apt-get, it installs the Debian packages guestbuild names and fails if the
+// toolchain still does not work; otherwise it warns that those tests will be
+// skipped. When the toolchain works, the tests run with its guestbuild
+// Require*Env set (SLUICE_REQUIRE_CLANG, SLUICE_REQUIRE_RUST,
+// SLUICE_REQUIRE_ASC), so they fail rather than skip.
 //
 // -run and -pkgs narrow the test step; -no-lint skips gofmt, vet, the
 // generation check and the sdk/guest build.

@@ -15,8 +15,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/sluicehq/sluice/internal/guestbuild"
 )
 
 // minioVersion is the pinned MinIO server; bumping it builds a new cached binary.
@@ -62,20 +60,16 @@ func check(ctx context.Context, runPattern, pkgs string, lint bool) error {
 		}
 	}
 
-	step("C toolchain")
-	haveC, err := cToolchain(ctx, root)
-	if err != nil {
-		return fmt.Errorf("C toolchain: %w", err)
-	}
-
-	if err := assemblyScript(ctx, root); err != nil {
-		return err
-	}
-
-	step("Rust toolchain")
-	haveRust, err := rustToolchain(ctx, root)
-	if err != nil {
-		return fmt.Errorf("Rust toolchain: %w", err)
+	var required []string // the guest tests whose toolchain works
+	for _, g := range guestToolchains {
+		step(g.lang + " toolchain")
+		ok, err := g.ensure(ctx, root)
+		if err != nil {
+			return fmt.Errorf("%s toolchain: %w", g.lang, err)
+		}
+		if ok {
+			required = append(required, g.requireEnv+"=1")
+		}
 	}
 
 	step("MinIO")
@@ -105,58 +99,8 @@ func check(ctx context.Context, runPattern, pkgs string, lint bool) error {
 		"SLUICE_TEST_S3_SECRET_KEY="+srv.password,
 		"SLUICE_MINIO_BIN="+bin,
 	)
-	if haveC {
-		cmd.Env = append(cmd.Env, guestbuild.RequireCEnv+"=1")
-	}
-	if haveRust {
-		cmd.Env = append(cmd.Env, guestbuild.RequireRustEnv+"=1")
-	}
+	cmd.Env = append(cmd.Env, required...)
 	return cmd.Run()
-}
-
-// cToolchain makes sure clang can build C guests and reports whether it can.
-// It installs the packages with apt-get when it may (root, apt-get on PATH)
-// and fails only when it tried and clang still cannot; otherwise a missing
-// toolchain is a warning, and the C guest tests skip.
-func cToolchain(ctx context.Context, root string) (bool, error) {
-	err := guestbuild.CToolchain(ctx)
-	if err == nil {
-		fmt.Fprintln(os.Stderr, "check: clang builds wasm32-wasi guests; the C guest tests will run")
-		return true, nil
-	}
-	if ctx.Err() != nil {
-		return false, ctx.Err()
-	}
-	install := append([]string{"install", "-y", "-q", "--no-install-recommends"}, strings.Fields(guestbuild.CDebianPackages)...)
-	if _, lookErr := exec.LookPath("apt-get"); os.Geteuid() != 0 || lookErr != nil {
-		fmt.Fprintf(os.Stderr, "check: WARNING: %v\n", err)
-		fmt.Fprintf(os.Stderr, "check: WARNING: the C guest tests will be skipped; to run them, install the packages as root: apt-get %s\n",
-			strings.Join(install, " "))
-		return false, nil
-	}
-	fmt.Fprintf(os.Stderr, "check: %v\n", err)
-	// Noninteractive, so a package that asks a debconf question cannot hang the run.
-	env := []string{"DEBIAN_FRONTEND=noninteractive"}
-	fmt.Fprintf(os.Stderr, "check: apt-get %s\n", strings.Join(install, " "))
-	if _, err := runIn(ctx, root, env, "apt-get", install...); err != nil {
-		if ctx.Err() != nil {
-			return false, ctx.Err()
-		}
-		// The package lists may be stale or absent (a fresh container); refresh once.
-		fmt.Fprintf(os.Stderr, "check: %v\ncheck: apt-get install failed; running apt-get update -q and retrying\n", err)
-		if _, err := runIn(ctx, root, env, "apt-get", "update", "-q"); err != nil {
-			return false, err
-		}
-		fmt.Fprintf(os.Stderr, "check: apt-get %s\n", strings.Join(install, " "))
-		if _, err := runIn(ctx, root, env, "apt-get", install...); err != nil {
-			return false, err
-		}
-	}
-	if err := guestbuild.CToolchain(ctx); err != nil {
-		return false, fmt.Errorf("clang still cannot build wasm32-wasi guests after apt-get install: %w", err)
-	}
-	fmt.Fprintln(os.Stderr, "check: installed the C toolchain; the C guest tests will run")
-	return true, nil
 }
 
 func step(name string) { fmt.Fprintf(os.Stderr, "check: == %s\n", name) }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"runtime"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/guestbuild"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/internal/wasmgen"
 	"github.com/sluicehq/sluice/wasmhost/internal/validate"
@@ -85,7 +88,49 @@ func TestStructuralLimitsRefuseHostileModules(t *testing.T) {
 // the SDK) leaves at least 2x headroom under every structural limit.
 func TestRealGuestsAreWithinHalfTheLimits(t *testing.T) {
 	testGuest(t)
-	got, err := validate.Structure(context.Background(), shared.wasm, validate.NoLimits())
+	withinHalf(t, "the Go test guest", shared.wasm)
+}
+
+// TestOtherLanguagesAreWithinHalfTheLimits: the word count of each other
+// language's SDK or compiler is under half of every limit too, so the
+// limits leave C, Rust and AssemblyScript guests the same headroom. A
+// missing toolchain skips its language unless the test command required it.
+func TestOtherLanguagesAreWithinHalfTheLimits(t *testing.T) {
+	for _, g := range []struct {
+		dir      string
+		works    func(context.Context) error
+		required bool
+	}{
+		{"../examples/wordcount-c", guestbuild.CToolchain, guestbuild.CRequired()},
+		{"../examples/wordcount-rs", guestbuild.RustToolchain, guestbuild.RustRequired()},
+		{"../examples/wordcount-as", guestbuild.ASToolchain, guestbuild.ASRequired()},
+	} {
+		t.Run(filepath.Base(g.dir), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			if err := g.works(ctx); err != nil {
+				if g.required {
+					t.Fatal(err)
+				}
+				t.Skip(err)
+			}
+			path, err := guestbuild.Build(ctx, g.dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wasm, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			withinHalf(t, g.dir, wasm)
+		})
+	}
+}
+
+// withinHalf fails t for every limit the module's shape is above half of.
+func withinHalf(t *testing.T, name string, wasm []byte) {
+	t.Helper()
+	got, err := validate.Structure(context.Background(), wasm, validate.NoLimits())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,9 +138,10 @@ func TestRealGuestsAreWithinHalfTheLimits(t *testing.T) {
 	g, l := reflect.ValueOf(got), reflect.ValueOf(lim)
 	for i := 0; i < g.NumField(); i++ {
 		if v, m := g.Field(i).Uint(), l.Field(i).Uint(); v > m/2 {
-			t.Errorf("%s: the test guest has %d, more than half the limit %d", g.Type().Field(i).Name, v, m)
+			t.Errorf("%s: %s has %d, more than half the limit %d", name, g.Type().Field(i).Name, v, m)
 		}
 	}
+	t.Logf("%s: %+v", name, got)
 }
 
 // TestCompileTimeoutStopsTheCompile: a module within the limits that takes

@@ -20,9 +20,11 @@ import (
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/internal/guestbuild"
 	"github.com/sluicehq/sluice/internal/jobconfig"
+	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/local"
 	"github.com/sluicehq/sluice/sdk/client"
+	"github.com/sluicehq/sluice/wasmhost"
 )
 
 // CompileCache is a compiled-module cache shared by every test run
@@ -124,6 +126,51 @@ func toolchainGuest(t testing.TB, rel string, timeout time.Duration, toolchain f
 		t.Skip(err)
 	}
 	return Guest(t, rel)
+}
+
+// CheckWordCountPlan checks a word count module's plan: it names its inputs
+// (escaped into the source's "paths" config), and bad arguments fail the
+// plan with the message the module, program in its usage, gives. It
+// returns the compiled module for the caller's own checks.
+func CheckWordCountPlan(t *testing.T, wasm []byte, program string) *wasmhost.Module {
+	t.Helper()
+	ctx := context.Background()
+	rt, err := wasmhost.NewRuntime(ctx, wasmhost.NewRuntimeConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close(ctx) })
+	mod, err := rt.Compile(ctx, wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := mod.Plan(ctx, []string{"--input", `odd "name\.txt`, "--input=logs/*.txt"}, wasmhost.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := jobgraph.Validate(g, 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := g.Vertices[0].Config["paths"], `["odd \"name\\.txt","logs/*.txt"]`; got != want {
+		t.Errorf("paths = %s, want %s", got, want)
+	}
+	for args, want := range WordCountUsageErrors(program) {
+		_, err := mod.Plan(ctx, strings.Fields(args), wasmhost.Limits{})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("plan %q: %v, want %q", args, err, want)
+		}
+	}
+	return mod
+}
+
+// WordCountUsageErrors are the word counts' bad arguments and what their
+// plan says of each.
+func WordCountUsageErrors(program string) map[string]string {
+	return map[string]string{
+		"":                "no input: pass -- --input PATH",
+		"--input":         "--input needs a value",
+		"--input a --out": "unknown argument --out: " + program + " takes --input PATH (repeatable)",
+	}
 }
 
 // CheckWordCountSavepoint stops a p=2 run of a word count module over a

@@ -7,13 +7,9 @@
 package oracle_test
 
 import (
-	"context"
-	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/local/localtest"
-	"github.com/sluicehq/sluice/wasmhost"
 )
 
 const guestDir = "examples/wordcount-as"
@@ -25,37 +21,7 @@ func TestWordCountASMatchesCoreutils(t *testing.T) {
 // TestWordCountASPlan: the plan names its inputs (escaped into JSON), and
 // bad arguments fail the plan with a message that says what was wrong.
 func TestWordCountASPlan(t *testing.T) {
-	wasm := localtest.ASGuest(t, guestDir)
-	ctx := context.Background()
-	rt, err := wasmhost.NewRuntime(ctx, wasmhost.NewRuntimeConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close(ctx)
-	mod, err := rt.Compile(ctx, wasm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := mod.Plan(ctx, []string{"--input", `odd "name\.txt`, "--input=logs/*.txt"}, wasmhost.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := jobgraph.Validate(g, 2, 0); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := g.Vertices[0].Config["paths"], `["odd \"name\\.txt","logs/*.txt"]`; got != want {
-		t.Errorf("paths = %s, want %s", got, want)
-	}
-	for args, want := range map[string]string{
-		"":                "no input: pass -- --input PATH",
-		"--input":         "--input needs a value",
-		"--input a --out": "unknown argument --out: wordcount-as takes --input PATH (repeatable)",
-	} {
-		_, err := mod.Plan(ctx, strings.Fields(args), wasmhost.Limits{})
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("plan %q: %v, want %q", args, err, want)
-		}
-	}
+	localtest.CheckWordCountPlan(t, localtest.ASGuest(t, guestDir), "wordcount-as")
 }
 
 // TestWordCountASSavepoint stops a p=2 run with a savepoint part-way (the

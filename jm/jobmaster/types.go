@@ -82,6 +82,9 @@ type SubtaskStatus struct {
 	TaskManager string // resource id; empty before deployment
 	Attempt     int
 	Failure     string
+	// Metrics is the attempt's latest report from its TaskManager; zero
+	// before the first.
+	Metrics control.TaskMetrics
 }
 
 // VertexStatus is one operator with its subtasks.

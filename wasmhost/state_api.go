@@ -110,8 +110,8 @@ func (s *State) DeleteTimer(vertex int, key []byte, timeMs int64) error {
 func (s *State) NextTimer() (timeMs int64, ok bool) { return s.nextTimer() }
 
 // PopDueTimers removes and returns the timers due at nowMs (time ≤ nowMs),
-// in the order sluice_timers hands them to the guest: by time, then vertex,
-// then key.
+// in the order sluice_timers hands them to the guest: by time (timers of
+// one time in a fixed order).
 func (s *State) PopDueTimers(nowMs int64) []Timer {
 	due := s.popDue(nowMs)
 	out := make([]Timer, len(due))

@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/internal/abi"
 	"github.com/sluicehq/sluice/internal/guestbuild"
 	"github.com/sluicehq/sluice/internal/jobgraph"
+	"github.com/sluicehq/sluice/sdk/guest"
 	"github.com/sluicehq/sluice/wasmhost"
 )
 
@@ -122,7 +123,7 @@ func Identical[R any](t testing.TB, dir string, fn func(t testing.TB, m *Mode) R
 // *wasmhost.GuestError when it fails in another way.
 func (m *Mode) Plan(ctx context.Context, args []string) (*jobgraph.Graph, error) {
 	if m.mod == nil {
-		return nativePlan(args)
+		return nativePlan(args, guest.NativeModule)
 	}
 	return m.mod.Plan(ctx, args, wasmhost.Limits{})
 }
@@ -146,7 +147,7 @@ var _ instance = (*wasmhost.Instance)(nil)
 
 func (m *Mode) instantiate(ctx context.Context, cfg wasmhost.TaskConfig) (instance, error) {
 	if m.mod == nil {
-		return newNativeInstance(cfg)
+		return newNativeInstance(cfg, guest.NativeModule)
 	}
 	in, err := m.mod.Instantiate(ctx, cfg)
 	if err != nil {

@@ -13,7 +13,6 @@ import (
 	"github.com/sluicehq/sluice/internal/abi"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/keygroup"
-	"github.com/sluicehq/sluice/sdk/guest"
 	"github.com/sluicehq/sluice/sdk/guest/internal/native"
 	"github.com/sluicehq/sluice/wasmhost"
 )
@@ -87,9 +86,9 @@ type scanCursor struct {
 
 // nativePlan runs the registered job's plan with args and returns the graph
 // it declares, as wasmhost.Module.Plan.
-func nativePlan(args []string) (*jobgraph.Graph, error) {
+func nativePlan(args []string, bind func(native.Host) (native.Module, error)) (*jobgraph.Graph, error) {
 	n := &nativeInstance{planning: true, counts: map[string]int64{}}
-	mod, err := guest.NativeModule(n)
+	mod, err := bind(n)
 	if err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
 	}
@@ -114,8 +113,9 @@ func nativePlan(args []string) (*jobgraph.Graph, error) {
 }
 
 // newNativeInstance checks cfg as wasmhost.Module.Instantiate does and
-// makes the instance; Close releases the SDK for the next one.
-func newNativeInstance(cfg wasmhost.TaskConfig) (*nativeInstance, error) {
+// makes the instance over the module bind returns for it (the Go SDK's,
+// guest.NativeModule); Close releases the module.
+func newNativeInstance(cfg wasmhost.TaskConfig, bind func(native.Host) (native.Module, error)) (*nativeInstance, error) {
 	if len(cfg.Chain) == 0 {
 		return nil, errors.New("instantiate: empty chain")
 	}
@@ -149,7 +149,7 @@ func newNativeInstance(cfg wasmhost.TaskConfig) (*nativeInstance, error) {
 	}
 	n := &nativeInstance{cfg: cfg, lim: lim, state: st, kinds: kinds,
 		keyGroupStart: start, keyGroupEnd: end, counts: map[string]int64{}}
-	mod, err := guest.NativeModule(n)
+	mod, err := bind(n)
 	if err != nil {
 		return nil, fmt.Errorf("instantiate: %w", err)
 	}

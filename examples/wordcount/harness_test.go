@@ -10,10 +10,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/sluicehq/sluice/internal/guestbuild"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/sdk/guest/jobtest"
 )
@@ -58,6 +61,45 @@ func TestWordCountHarness(t *testing.T) {
 			})
 			if got = slices.Sorted(slices.Values(got)); !slices.Equal(got, want) {
 				t.Errorf("counts differ from the oracle's:\ngot  %q\nwant %q", got, want)
+			}
+		})
+	}
+}
+
+// The Wasm mode runs any guest: the word counts in C, Rust and
+// AssemblyScript, compiled and run in wazero by the same test, give the
+// records this Go job gives natively.
+func TestWordCountSameInEveryLanguage(t *testing.T) {
+	run := func(t testing.TB, m *jobtest.Mode) []string {
+		res, err := m.RunJob(context.Background(), jobtest.JobConfig{
+			Args: []string{"--input", "testdata/hamlet.txt"}, Parallelism: 2,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Sorted(slices.Values(res.Collected))
+	}
+	want := run(t, jobtest.Native())
+	for _, lang := range []struct {
+		dir       string
+		toolchain func(context.Context) error
+		required  bool
+	}{
+		{"../wordcount-c", guestbuild.CToolchain, guestbuild.CRequired()},
+		{"../wordcount-rs", guestbuild.RustToolchain, guestbuild.RustRequired()},
+		{"../wordcount-as", guestbuild.ASToolchain, guestbuild.ASRequired()},
+	} {
+		t.Run(filepath.Base(lang.dir), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			if err := lang.toolchain(ctx); err != nil {
+				if lang.required {
+					t.Fatal(err)
+				}
+				t.Skip(err)
+			}
+			if got := run(t, jobtest.Wasm(t, lang.dir)); !slices.Equal(got, want) {
+				t.Errorf("%s in wasm:\n%q\nthe Go job natively:\n%q", lang.dir, got, want)
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,14 +47,29 @@ func Native() *Mode { return &Mode{name: "native"} }
 // Wasm builds the guest in dir (a Go main package, C sources, a Rust crate
 // or an AssemblyScript project, as `sluice run` builds it; relative to the
 // test's working directory, which is its package's directory) and runs it
-// in wazero, as a TaskManager does. The build and the compiled module are
-// cached on disk, so only the first run of a changed job pays for them.
-// It fails the test when the guest does not build or compile.
+// in wazero, as a TaskManager does. It fails the test when the guest does
+// not build or compile.
+//
+// # Notes
+//
+// A directory is built and its module compiled once per test binary, in
+// one wazero runtime the binary keeps; across runs the build and the
+// compiled code are cached on disk, so only the first run of a changed job
+// pays for them.
 func Wasm(t testing.TB, dir string) *Mode {
 	t.Helper()
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		t.Fatalf("jobtest: %v", err)
+	}
+	wasmModules.Lock()
+	defer wasmModules.Unlock()
+	if m, ok := wasmModules.byDir[abs]; ok {
+		return m
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	path, err := guestbuild.Build(ctx, dir)
+	path, err := guestbuild.Build(ctx, abs)
 	if err != nil {
 		t.Fatalf("jobtest: %v", err)
 	}
@@ -61,29 +77,58 @@ func Wasm(t testing.TB, dir string) *Mode {
 	if err != nil {
 		t.Fatalf("jobtest: %v", err)
 	}
-	return WasmModule(t, wasm)
+	m, err := compileLocked(ctx, wasm)
+	if err != nil {
+		t.Fatalf("jobtest: build %s: %v", dir, err)
+	}
+	if wasmModules.byDir == nil {
+		wasmModules.byDir = map[string]*Mode{}
+	}
+	wasmModules.byDir[abs] = m
+	return m
 }
 
 // WasmModule runs the module wasm in wazero, as Wasm does for a directory.
 func WasmModule(t testing.TB, wasm []byte) *Mode {
 	t.Helper()
-	ctx := context.Background()
-	cfg := wasmhost.NewRuntimeConfig()
-	if base, err := os.UserCacheDir(); err == nil {
-		// The cache local/localtest uses: compiling a Go guest is slow,
-		// and the result depends only on the module and wazero.
-		cfg = cfg.WithCacheDir(filepath.Join(base, "sluice", "test-cache"))
-	}
-	rt, err := wasmhost.NewRuntime(ctx, cfg)
+	wasmModules.Lock()
+	defer wasmModules.Unlock()
+	m, err := compileLocked(context.Background(), wasm)
 	if err != nil {
 		t.Fatalf("jobtest: %v", err)
 	}
-	t.Cleanup(func() { rt.Close(context.Background()) })
-	mod, err := rt.Compile(ctx, wasm)
-	if err != nil {
-		t.Fatalf("jobtest: %v", err)
+	return m
+}
+
+// wasmModules are the test binary's Wasm modes, by directory, and the one
+// runtime that compiles them: validating and instrumenting a Go guest
+// takes seconds (much longer under -race), and a test binary runs the same
+// job in many tests. It is process-wide, as the test binary's builds are.
+var wasmModules struct {
+	sync.Mutex
+	rt    *wasmhost.Runtime
+	byDir map[string]*Mode
+}
+
+func compileLocked(ctx context.Context, wasm []byte) (*Mode, error) {
+	if wasmModules.rt == nil {
+		cfg := wasmhost.NewRuntimeConfig()
+		if base, err := os.UserCacheDir(); err == nil {
+			// The cache local/localtest uses: the compiled code depends
+			// only on the module and wazero.
+			cfg = cfg.WithCacheDir(filepath.Join(base, "sluice", "test-cache"))
+		}
+		rt, err := wasmhost.NewRuntime(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		wasmModules.rt = rt
 	}
-	return &Mode{name: "wasm", mod: mod}
+	mod, err := wasmModules.rt.Compile(ctx, wasm)
+	if err != nil {
+		return nil, err
+	}
+	return &Mode{name: "wasm", mod: mod}, nil
 }
 
 // String returns "native" or "wasm".

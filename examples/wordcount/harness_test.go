@@ -210,3 +210,25 @@ func Example_harness() {
 	// the 1
 	// to 2
 }
+
+// BenchmarkHarnessWordCount is the word count of 1 MiB of text through
+// RunJob at parallelism 2, natively and in wazero: what a harness test of
+// the job costs in each mode (BENCHMARKS.md).
+func BenchmarkHarnessWordCount(b *testing.B) {
+	text, err := os.ReadFile("testdata/hamlet.txt")
+	if err != nil {
+		b.Fatal(err)
+	}
+	input := strings.Repeat(string(text), (1<<20)/len(text)+1)
+	cfg := jobtest.JobConfig{Args: []string{"--input", "in.txt"}, Parallelism: 2, Inputs: map[string]string{"in.txt": input}}
+	for _, m := range []*jobtest.Mode{jobtest.Native(), jobtest.Wasm(b, ".")} {
+		b.Run(m.String(), func(b *testing.B) {
+			b.SetBytes(int64(len(input)))
+			for b.Loop() {
+				if _, err := m.RunJob(context.Background(), cfg); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -200,6 +200,7 @@ type router struct {
 	tail    *jobgraph.Vertex
 	subtask int
 	next    map[int]int // per out edge: the rebalance partitioner's next target
+	copies  []abi.Record
 }
 
 func (o *router) emit(recs []abi.Record) error {
@@ -217,6 +218,8 @@ func (o *router) emit(recs []abi.Record) error {
 		}
 		return nil
 	}
+	recs = appendCopies(o.copies[:0], recs)
+	o.copies = recs[:0]
 	for i, e := range r.outs[o.tail.ID] {
 		target := r.byID[e.Target]
 		tp := jobgraph.ParallelismOf(target, r.p)
@@ -226,7 +229,6 @@ func (o *router) emit(recs []abi.Record) error {
 			r.pending[e.Target] = ins
 		}
 		for _, rec := range recs {
-			rec.Key, rec.Value = bytes.Clone(rec.Key), bytes.Clone(rec.Value)
 			switch e.Partitioner {
 			case jobgraph.Forward:
 				ins[o.subtask] = append(ins[o.subtask], rec)

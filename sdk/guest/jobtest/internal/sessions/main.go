@@ -9,7 +9,8 @@
 // emits "key<TAB>sum<TAB>count" and clears the key's state. Counters:
 // "events" (records seen), "sessions" (timers fired).
 //
-// --mark-platform appends the GOOS to each output line: a job that behaves
+// --files PATH writes the lines to the file sink instead of the collect
+// sink. --mark-platform appends the GOOS to each output line: a job that behaves
 // differently natively and in Wasm, for the harness's own tests.
 package main
 
@@ -30,6 +31,7 @@ type options struct {
 	events, keys int
 	gap          int64
 	mark         bool
+	files        string
 }
 
 func plan(env *guest.Env) {
@@ -39,6 +41,7 @@ func plan(env *guest.Env) {
 	fs.IntVar(&o.keys, "keys", 4, "keys the records are spread over")
 	fs.Int64Var(&o.gap, "gap", 10, "ms of processing time without a record that end a key's session")
 	fs.BoolVar(&o.mark, "mark-platform", false, "append the GOOS to each output line")
+	fs.StringVar(&o.files, "files", "", "write the sessions to this file-sink path instead of collecting them")
 	if err := fs.Parse(env.Args()); err != nil {
 		env.Fail(err)
 		return
@@ -49,7 +52,7 @@ func plan(env *guest.Env) {
 	}
 	env.SetName("sessions")
 	src := &source{o: o}
-	env.Source("events", src.poll).
+	out := env.Source("events", src.poll).
 		SetParallelism(1). // one sequence of events; its position is one number
 		OnOpen(src.open).
 		OnBarrier(src.barrier).
@@ -60,8 +63,12 @@ func plan(env *guest.Env) {
 		OnTimer(func(ctx *guest.KeyedContext, _ int64, out *guest.Collector) {
 			fire(ctx, out, o.mark)
 		}).
-		Map("format", func(r guest.Record) guest.Record { return r }).
-		Collect("out")
+		Map("format", func(r guest.Record) guest.Record { return r })
+	if o.files != "" {
+		out.WriteFiles("files", o.files)
+		return
+	}
+	out.Collect("out")
 }
 
 // source emits the records; next is its position, kept in operator state.

@@ -252,6 +252,25 @@ func TestRunJobSameNativeAndWasm(t *testing.T) {
 	}
 }
 
+// The file sink receives what the collect sink would.
+func TestRunJobFileSink(t *testing.T) {
+	args := []string{"--events", "40", "--keys", "5", "--gap", "2"}
+	run := func(t testing.TB, m *jobtest.Mode, args []string) *jobtest.Result {
+		res, err := m.RunJob(context.Background(), jobtest.JobConfig{Args: args, Parallelism: 2, BatchRecords: 2, ProcessingTimeStep: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	files := jobtest.Identical(t, ".", func(t testing.TB, m *jobtest.Mode) []string {
+		return run(t, m, append(args, "--files", "sessions/out")).Files["sessions/out"]
+	})
+	collected := run(t, jobtest.Native(), args).Collected
+	if len(files) == 0 || !slices.Equal(files, collected) {
+		t.Errorf("file sink %q, collect sink %q", files, collected)
+	}
+}
+
 // recorder is a testing.TB that keeps the errors reported to it.
 type recorder struct {
 	*testing.T

@@ -32,5 +32,7 @@
 // alias SDK buffers and are valid during the call only.
 //
 // It uses the standard library only. Outside wasip1 it compiles for vetting
-// and native tests, with host calls going to a test double.
+// and native tests: NativeModule hands its exports and host calls to the
+// job test harness, sdk/guest/jobtest (docs/testing.md), which runs a job
+// as Go code in `go test` and as the compiled module in wazero.
 package guest

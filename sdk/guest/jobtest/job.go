@@ -78,8 +78,8 @@ func (m *Mode) RunJob(ctx context.Context, cfg JobConfig) (*Result, error) {
 	}
 	r := &run{mode: m, cfg: cfg, g: g, p: p, maxP: jobgraph.MaxParallelismOf(g),
 		byID: map[int]*jobgraph.Vertex{}, outs: map[int][]jobgraph.Edge{},
-		pending: map[int][][]abi.Record{},
-		res:     &Result{Files: map[string][]string{}, Counters: map[string]int64{}}}
+		pending: map[int][][]abi.Record{}, text: map[int][][]byte{},
+		res: &Result{Files: map[string][]string{}, Counters: map[string]int64{}}}
 	if r.cfg.BatchRecords <= 0 {
 		r.cfg.BatchRecords = 1024
 	}
@@ -107,6 +107,7 @@ type run struct {
 	byID    map[int]*jobgraph.Vertex
 	outs    map[int][]jobgraph.Edge
 	pending map[int][][]abi.Record // per chain head vertex: input records per subtask
+	text    map[int][][]byte       // per text source vertex: its input lines
 	res     *Result
 }
 
@@ -262,6 +263,9 @@ func (o *router) emit(recs []abi.Record) error {
 // ending, files in the order of the source's paths (a glob's matches
 // sorted).
 func (r *run) lines(v *jobgraph.Vertex) ([][]byte, error) {
+	if lines, ok := r.text[v.ID]; ok {
+		return lines, nil
+	}
 	paths, err := v.SourcePaths()
 	if err != nil {
 		return nil, r.mode.errorf("source %q: paths: %w", v.Name, err)
@@ -298,5 +302,6 @@ func (r *run) lines(v *jobgraph.Vertex) ([][]byte, error) {
 			}
 		}
 	}
+	r.text[v.ID] = out
 	return out, nil
 }

@@ -405,7 +405,9 @@ func (n *nativeInstance) Fail(msg string) {
 
 func (n *nativeInstance) Log(level int32, msg string) {
 	if n.cfg.Logger != nil {
-		n.cfg.Logger.Log(context.Background(), slog.Level(level), msg, "stream", "log")
+		// Clamped to the ABI's four levels, as wasmhost does.
+		l := slog.Level(min(max(level, int32(slog.LevelDebug)), int32(slog.LevelError)))
+		n.cfg.Logger.Log(context.Background(), l, msg, "stream", "log")
 	}
 }
 

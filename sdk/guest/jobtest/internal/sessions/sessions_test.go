@@ -352,3 +352,42 @@ func TestFailuresSameNativeAndWasm(t *testing.T) {
 		t.Errorf("failures %+v", fails)
 	}
 }
+
+// A timer fires when processing time reaches it, not before, and the
+// operator's keyed state is the host's to inspect.
+func TestTimerFiresAtItsTime(t *testing.T) {
+	jobtest.Run(t, ".", func(t *testing.T, m *jobtest.Mode) {
+		task, err := m.Open(context.Background(), jobtest.TaskConfig{Args: []string{"--gap", "10"}, Operators: []string{"session"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer task.Close()
+		if err := task.AdvanceProcessingTime(5); err != nil {
+			t.Fatal(err)
+		}
+		if err := task.Process(jobtest.Record{Key: []byte("k0"), HasKey: true, Value: []byte{7, 0, 0, 0, 0, 0, 0, 0}}); err != nil {
+			t.Fatal(err)
+		}
+		if at, ok := task.NextTimer(); !ok || at != 15 {
+			t.Fatalf("next timer %d %v, want 15", at, ok)
+		}
+		if v, ok, err := task.KeyedState("session", "sum", []byte("k0")); err != nil || !ok || v[0] != 7 {
+			t.Fatalf("keyed state %v %v %v", v, ok, err)
+		}
+		if err := task.AdvanceProcessingTime(9); err != nil || len(task.Output()) != 0 {
+			t.Fatalf("at 14: %v, output %q", err, task.OutputValues())
+		}
+		if err := task.AdvanceProcessingTime(1); err != nil {
+			t.Fatal(err)
+		}
+		if got := task.OutputValues(); task.ProcessingTime() != 15 || len(got) != 1 || got[0] != "k0\t7\t1" {
+			t.Fatalf("at %d: output %q", task.ProcessingTime(), got)
+		}
+		if _, ok, _ := task.KeyedState("session", "sum", []byte("k0")); ok {
+			t.Error("the session's state is left after its timer")
+		}
+		if _, ok := task.NextTimer(); ok {
+			t.Error("a timer is left")
+		}
+	})
+}

@@ -49,3 +49,44 @@ struct SinkPart {
     2: string final_key,
     3: i64 size,
 }
+
+// One kept log line (internal/control.LogLine); the log and stack types
+// below are shared by the TaskExecutor and Dispatcher services.
+struct LogLine {
+    1: string source,         // execution id; "" for the TaskManager's own log
+    2: i64 seq,
+    3: i64 dropped,           // lines of the source lost just before this one
+    4: i64 time_ms,
+    5: string level,
+    6: string message,
+    7: string attrs,
+    8: string task_manager,
+    9: string tenant,
+    10: string job_id,
+    11: string task,
+    12: i32 subtask,
+    13: i32 attempt,
+}
+
+struct LogLines {
+    1: list<LogLine> lines,
+}
+
+struct StackCount {
+    1: list<string> frames,   // outermost first
+    2: i64 count,
+}
+
+struct TaskStack {
+    1: string execution_id,
+    2: string task_manager,
+    3: string task,
+    4: i32 subtask,
+    5: i32 attempt,
+    6: list<StackCount> samples,
+    7: i64 total,
+}
+
+struct TaskStacks {
+    1: list<TaskStack> tasks,
+}

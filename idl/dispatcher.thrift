@@ -123,6 +123,26 @@ struct SavepointRequest {
     3: i64 timeout_ms,
 }
 
+struct JobLogsRequest {
+    1: string job_id,
+    2: string task,
+    3: map<string, i64> after,
+    4: i32 limit,
+}
+
+struct TaskManagerLogsQuery {
+    1: string task_manager_id,  // resource id
+    2: i64 after,
+    3: i32 limit,
+}
+
+struct JobStacksRequest {
+    1: string job_id,
+    2: string task,
+    3: i64 duration_ms,
+    4: i64 interval_ms,
+}
+
 service Dispatcher {
     UploadModuleResponse UploadModule(1: UploadModuleRequest req) throws (1: common.SluiceError err),
     SubmitJobResponse SubmitJob(1: SubmitJobRequest req) throws (1: common.SluiceError err),
@@ -134,4 +154,10 @@ service Dispatcher {
     CheckpointInfo TriggerSavepoint(1: SavepointRequest req) throws (1: common.SluiceError err),
     ListCheckpointsResponse ListCheckpoints(1: string job_id) throws (1: common.SluiceError err),
     void DisposeSavepoint(1: string savepoint_id) throws (1: common.SluiceError err),
+    // GetLogs returns the kept log lines of a job's tasks.
+    common.LogLines GetLogs(1: JobLogsRequest req) throws (1: common.SluiceError err),
+    // GetTaskManagerLogs returns a TaskManager's own log lines the caller may read.
+    common.LogLines GetTaskManagerLogs(1: TaskManagerLogsQuery req) throws (1: common.SluiceError err),
+    // GetStacks samples the Wasm call stacks of a job's running tasks.
+    common.TaskStacks GetStacks(1: JobStacksRequest req) throws (1: common.SluiceError err),
 }

@@ -88,6 +88,29 @@ struct WarmModulesRequest {
     1: list<ModuleRef> modules,  // most wanted first; the TaskManager may take only some
 }
 
+struct TaskLogsRequest {
+    1: string job_id,
+    2: string tenant,
+    3: string task,           // task or head operator name; "" for all
+    4: map<string, i64> after, // source -> last seq seen
+    5: i32 limit,
+}
+
+struct TaskManagerLogsRequest {
+    1: string tenant,
+    2: bool all,              // every line, not only the tenant's
+    3: i64 after,
+    4: i32 limit,
+}
+
+struct TaskStacksRequest {
+    1: string job_id,
+    2: string tenant,
+    3: string task,
+    4: i64 duration_ms,       // 0: one current stack per task
+    5: i64 interval_ms,
+}
+
 service TaskExecutor {
     void DeployTask(1: TaskDeployment req) throws (1: common.SluiceError err),
     void CancelTask(1: CancelTaskRequest req) throws (1: common.SluiceError err),
@@ -99,4 +122,10 @@ service TaskExecutor {
     // background, so a later deployment of them starts without a compile.
     // It returns at once.
     void WarmModules(1: WarmModulesRequest req) throws (1: common.SluiceError err),
+    // TaskLogs returns the kept log lines of one job's tasks (of its tenant).
+    common.LogLines TaskLogs(1: TaskLogsRequest req) throws (1: common.SluiceError err),
+    // TaskManagerLogs returns the TaskManager's own kept log lines.
+    common.LogLines TaskManagerLogs(1: TaskManagerLogsRequest req) throws (1: common.SluiceError err),
+    // SampleStacks samples the Wasm call stacks of one job's running tasks.
+    common.TaskStacks SampleStacks(1: TaskStacksRequest req) throws (1: common.SluiceError err),
 }

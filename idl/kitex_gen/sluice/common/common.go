@@ -250,6 +250,322 @@ var fieldIDToName_SinkPart = map[int16]string{
 	3: "size",
 }
 
+type LogLine struct {
+	Source      string `thrift:"source,1" frugal:"1,default,string" json:"source"`
+	Seq         int64  `thrift:"seq,2" frugal:"2,default,i64" json:"seq"`
+	Dropped     int64  `thrift:"dropped,3" frugal:"3,default,i64" json:"dropped"`
+	TimeMs      int64  `thrift:"time_ms,4" frugal:"4,default,i64" json:"time_ms"`
+	Level       string `thrift:"level,5" frugal:"5,default,string" json:"level"`
+	Message     string `thrift:"message,6" frugal:"6,default,string" json:"message"`
+	Attrs       string `thrift:"attrs,7" frugal:"7,default,string" json:"attrs"`
+	TaskManager string `thrift:"task_manager,8" frugal:"8,default,string" json:"task_manager"`
+	Tenant      string `thrift:"tenant,9" frugal:"9,default,string" json:"tenant"`
+	JobId       string `thrift:"job_id,10" frugal:"10,default,string" json:"job_id"`
+	Task        string `thrift:"task,11" frugal:"11,default,string" json:"task"`
+	Subtask     int32  `thrift:"subtask,12" frugal:"12,default,i32" json:"subtask"`
+	Attempt     int32  `thrift:"attempt,13" frugal:"13,default,i32" json:"attempt"`
+}
+
+func NewLogLine() *LogLine {
+	return &LogLine{}
+}
+
+func (p *LogLine) InitDefault() {
+}
+
+func (p *LogLine) GetSource() (v string) {
+	return p.Source
+}
+
+func (p *LogLine) GetSeq() (v int64) {
+	return p.Seq
+}
+
+func (p *LogLine) GetDropped() (v int64) {
+	return p.Dropped
+}
+
+func (p *LogLine) GetTimeMs() (v int64) {
+	return p.TimeMs
+}
+
+func (p *LogLine) GetLevel() (v string) {
+	return p.Level
+}
+
+func (p *LogLine) GetMessage() (v string) {
+	return p.Message
+}
+
+func (p *LogLine) GetAttrs() (v string) {
+	return p.Attrs
+}
+
+func (p *LogLine) GetTaskManager() (v string) {
+	return p.TaskManager
+}
+
+func (p *LogLine) GetTenant() (v string) {
+	return p.Tenant
+}
+
+func (p *LogLine) GetJobId() (v string) {
+	return p.JobId
+}
+
+func (p *LogLine) GetTask() (v string) {
+	return p.Task
+}
+
+func (p *LogLine) GetSubtask() (v int32) {
+	return p.Subtask
+}
+
+func (p *LogLine) GetAttempt() (v int32) {
+	return p.Attempt
+}
+func (p *LogLine) SetSource(val string) {
+	p.Source = val
+}
+func (p *LogLine) SetSeq(val int64) {
+	p.Seq = val
+}
+func (p *LogLine) SetDropped(val int64) {
+	p.Dropped = val
+}
+func (p *LogLine) SetTimeMs(val int64) {
+	p.TimeMs = val
+}
+func (p *LogLine) SetLevel(val string) {
+	p.Level = val
+}
+func (p *LogLine) SetMessage(val string) {
+	p.Message = val
+}
+func (p *LogLine) SetAttrs(val string) {
+	p.Attrs = val
+}
+func (p *LogLine) SetTaskManager(val string) {
+	p.TaskManager = val
+}
+func (p *LogLine) SetTenant(val string) {
+	p.Tenant = val
+}
+func (p *LogLine) SetJobId(val string) {
+	p.JobId = val
+}
+func (p *LogLine) SetTask(val string) {
+	p.Task = val
+}
+func (p *LogLine) SetSubtask(val int32) {
+	p.Subtask = val
+}
+func (p *LogLine) SetAttempt(val int32) {
+	p.Attempt = val
+}
+
+func (p *LogLine) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LogLine(%+v)", *p)
+}
+
+var fieldIDToName_LogLine = map[int16]string{
+	1:  "source",
+	2:  "seq",
+	3:  "dropped",
+	4:  "time_ms",
+	5:  "level",
+	6:  "message",
+	7:  "attrs",
+	8:  "task_manager",
+	9:  "tenant",
+	10: "job_id",
+	11: "task",
+	12: "subtask",
+	13: "attempt",
+}
+
+type LogLines struct {
+	Lines []*LogLine `thrift:"lines,1" frugal:"1,default,list<LogLine>" json:"lines"`
+}
+
+func NewLogLines() *LogLines {
+	return &LogLines{}
+}
+
+func (p *LogLines) InitDefault() {
+}
+
+func (p *LogLines) GetLines() (v []*LogLine) {
+	return p.Lines
+}
+func (p *LogLines) SetLines(val []*LogLine) {
+	p.Lines = val
+}
+
+func (p *LogLines) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("LogLines(%+v)", *p)
+}
+
+var fieldIDToName_LogLines = map[int16]string{
+	1: "lines",
+}
+
+type StackCount struct {
+	Frames []string `thrift:"frames,1" frugal:"1,default,list<string>" json:"frames"`
+	Count  int64    `thrift:"count,2" frugal:"2,default,i64" json:"count"`
+}
+
+func NewStackCount() *StackCount {
+	return &StackCount{}
+}
+
+func (p *StackCount) InitDefault() {
+}
+
+func (p *StackCount) GetFrames() (v []string) {
+	return p.Frames
+}
+
+func (p *StackCount) GetCount() (v int64) {
+	return p.Count
+}
+func (p *StackCount) SetFrames(val []string) {
+	p.Frames = val
+}
+func (p *StackCount) SetCount(val int64) {
+	p.Count = val
+}
+
+func (p *StackCount) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("StackCount(%+v)", *p)
+}
+
+var fieldIDToName_StackCount = map[int16]string{
+	1: "frames",
+	2: "count",
+}
+
+type TaskStack struct {
+	ExecutionId string        `thrift:"execution_id,1" frugal:"1,default,string" json:"execution_id"`
+	TaskManager string        `thrift:"task_manager,2" frugal:"2,default,string" json:"task_manager"`
+	Task        string        `thrift:"task,3" frugal:"3,default,string" json:"task"`
+	Subtask     int32         `thrift:"subtask,4" frugal:"4,default,i32" json:"subtask"`
+	Attempt     int32         `thrift:"attempt,5" frugal:"5,default,i32" json:"attempt"`
+	Samples     []*StackCount `thrift:"samples,6" frugal:"6,default,list<StackCount>" json:"samples"`
+	Total       int64         `thrift:"total,7" frugal:"7,default,i64" json:"total"`
+}
+
+func NewTaskStack() *TaskStack {
+	return &TaskStack{}
+}
+
+func (p *TaskStack) InitDefault() {
+}
+
+func (p *TaskStack) GetExecutionId() (v string) {
+	return p.ExecutionId
+}
+
+func (p *TaskStack) GetTaskManager() (v string) {
+	return p.TaskManager
+}
+
+func (p *TaskStack) GetTask() (v string) {
+	return p.Task
+}
+
+func (p *TaskStack) GetSubtask() (v int32) {
+	return p.Subtask
+}
+
+func (p *TaskStack) GetAttempt() (v int32) {
+	return p.Attempt
+}
+
+func (p *TaskStack) GetSamples() (v []*StackCount) {
+	return p.Samples
+}
+
+func (p *TaskStack) GetTotal() (v int64) {
+	return p.Total
+}
+func (p *TaskStack) SetExecutionId(val string) {
+	p.ExecutionId = val
+}
+func (p *TaskStack) SetTaskManager(val string) {
+	p.TaskManager = val
+}
+func (p *TaskStack) SetTask(val string) {
+	p.Task = val
+}
+func (p *TaskStack) SetSubtask(val int32) {
+	p.Subtask = val
+}
+func (p *TaskStack) SetAttempt(val int32) {
+	p.Attempt = val
+}
+func (p *TaskStack) SetSamples(val []*StackCount) {
+	p.Samples = val
+}
+func (p *TaskStack) SetTotal(val int64) {
+	p.Total = val
+}
+
+func (p *TaskStack) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TaskStack(%+v)", *p)
+}
+
+var fieldIDToName_TaskStack = map[int16]string{
+	1: "execution_id",
+	2: "task_manager",
+	3: "task",
+	4: "subtask",
+	5: "attempt",
+	6: "samples",
+	7: "total",
+}
+
+type TaskStacks struct {
+	Tasks []*TaskStack `thrift:"tasks,1" frugal:"1,default,list<TaskStack>" json:"tasks"`
+}
+
+func NewTaskStacks() *TaskStacks {
+	return &TaskStacks{}
+}
+
+func (p *TaskStacks) InitDefault() {
+}
+
+func (p *TaskStacks) GetTasks() (v []*TaskStack) {
+	return p.Tasks
+}
+func (p *TaskStacks) SetTasks(val []*TaskStack) {
+	p.Tasks = val
+}
+
+func (p *TaskStacks) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TaskStacks(%+v)", *p)
+}
+
+var fieldIDToName_TaskStacks = map[int16]string{
+	1: "tasks",
+}
+
 type SluiceError struct {
 	Code    ErrorCode `thrift:"code,1" frugal:"1,default,ErrorCode" json:"code"`
 	Message string    `thrift:"message,2" frugal:"2,default,string" json:"message"`

@@ -1041,6 +1041,165 @@ var fieldIDToName_SavepointRequest = map[int16]string{
 	3: "timeout_ms",
 }
 
+type JobLogsRequest struct {
+	JobId string           `thrift:"job_id,1" frugal:"1,default,string" json:"job_id"`
+	Task  string           `thrift:"task,2" frugal:"2,default,string" json:"task"`
+	After map[string]int64 `thrift:"after,3" frugal:"3,default,map<string:i64>" json:"after"`
+	Limit int32            `thrift:"limit,4" frugal:"4,default,i32" json:"limit"`
+}
+
+func NewJobLogsRequest() *JobLogsRequest {
+	return &JobLogsRequest{}
+}
+
+func (p *JobLogsRequest) InitDefault() {
+}
+
+func (p *JobLogsRequest) GetJobId() (v string) {
+	return p.JobId
+}
+
+func (p *JobLogsRequest) GetTask() (v string) {
+	return p.Task
+}
+
+func (p *JobLogsRequest) GetAfter() (v map[string]int64) {
+	return p.After
+}
+
+func (p *JobLogsRequest) GetLimit() (v int32) {
+	return p.Limit
+}
+func (p *JobLogsRequest) SetJobId(val string) {
+	p.JobId = val
+}
+func (p *JobLogsRequest) SetTask(val string) {
+	p.Task = val
+}
+func (p *JobLogsRequest) SetAfter(val map[string]int64) {
+	p.After = val
+}
+func (p *JobLogsRequest) SetLimit(val int32) {
+	p.Limit = val
+}
+
+func (p *JobLogsRequest) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("JobLogsRequest(%+v)", *p)
+}
+
+var fieldIDToName_JobLogsRequest = map[int16]string{
+	1: "job_id",
+	2: "task",
+	3: "after",
+	4: "limit",
+}
+
+type TaskManagerLogsQuery struct {
+	TaskManagerId string `thrift:"task_manager_id,1" frugal:"1,default,string" json:"task_manager_id"`
+	After         int64  `thrift:"after,2" frugal:"2,default,i64" json:"after"`
+	Limit         int32  `thrift:"limit,3" frugal:"3,default,i32" json:"limit"`
+}
+
+func NewTaskManagerLogsQuery() *TaskManagerLogsQuery {
+	return &TaskManagerLogsQuery{}
+}
+
+func (p *TaskManagerLogsQuery) InitDefault() {
+}
+
+func (p *TaskManagerLogsQuery) GetTaskManagerId() (v string) {
+	return p.TaskManagerId
+}
+
+func (p *TaskManagerLogsQuery) GetAfter() (v int64) {
+	return p.After
+}
+
+func (p *TaskManagerLogsQuery) GetLimit() (v int32) {
+	return p.Limit
+}
+func (p *TaskManagerLogsQuery) SetTaskManagerId(val string) {
+	p.TaskManagerId = val
+}
+func (p *TaskManagerLogsQuery) SetAfter(val int64) {
+	p.After = val
+}
+func (p *TaskManagerLogsQuery) SetLimit(val int32) {
+	p.Limit = val
+}
+
+func (p *TaskManagerLogsQuery) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TaskManagerLogsQuery(%+v)", *p)
+}
+
+var fieldIDToName_TaskManagerLogsQuery = map[int16]string{
+	1: "task_manager_id",
+	2: "after",
+	3: "limit",
+}
+
+type JobStacksRequest struct {
+	JobId      string `thrift:"job_id,1" frugal:"1,default,string" json:"job_id"`
+	Task       string `thrift:"task,2" frugal:"2,default,string" json:"task"`
+	DurationMs int64  `thrift:"duration_ms,3" frugal:"3,default,i64" json:"duration_ms"`
+	IntervalMs int64  `thrift:"interval_ms,4" frugal:"4,default,i64" json:"interval_ms"`
+}
+
+func NewJobStacksRequest() *JobStacksRequest {
+	return &JobStacksRequest{}
+}
+
+func (p *JobStacksRequest) InitDefault() {
+}
+
+func (p *JobStacksRequest) GetJobId() (v string) {
+	return p.JobId
+}
+
+func (p *JobStacksRequest) GetTask() (v string) {
+	return p.Task
+}
+
+func (p *JobStacksRequest) GetDurationMs() (v int64) {
+	return p.DurationMs
+}
+
+func (p *JobStacksRequest) GetIntervalMs() (v int64) {
+	return p.IntervalMs
+}
+func (p *JobStacksRequest) SetJobId(val string) {
+	p.JobId = val
+}
+func (p *JobStacksRequest) SetTask(val string) {
+	p.Task = val
+}
+func (p *JobStacksRequest) SetDurationMs(val int64) {
+	p.DurationMs = val
+}
+func (p *JobStacksRequest) SetIntervalMs(val int64) {
+	p.IntervalMs = val
+}
+
+func (p *JobStacksRequest) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("JobStacksRequest(%+v)", *p)
+}
+
+var fieldIDToName_JobStacksRequest = map[int16]string{
+	1: "job_id",
+	2: "task",
+	3: "duration_ms",
+	4: "interval_ms",
+}
+
 type Dispatcher interface {
 	UploadModule(ctx context.Context, req *UploadModuleRequest) (r *UploadModuleResponse, err error)
 
@@ -1061,6 +1220,12 @@ type Dispatcher interface {
 	ListCheckpoints(ctx context.Context, jobId string) (r *ListCheckpointsResponse, err error)
 
 	DisposeSavepoint(ctx context.Context, savepointId string) (err error)
+
+	GetLogs(ctx context.Context, req *JobLogsRequest) (r *common.LogLines, err error)
+
+	GetTaskManagerLogs(ctx context.Context, req *TaskManagerLogsQuery) (r *common.LogLines, err error)
+
+	GetStacks(ctx context.Context, req *JobStacksRequest) (r *common.TaskStacks, err error)
 }
 
 type DispatcherUploadModuleArgs struct {
@@ -1890,6 +2055,288 @@ func (p *DispatcherDisposeSavepointResult) String() string {
 }
 
 var fieldIDToName_DispatcherDisposeSavepointResult = map[int16]string{
+	1: "err",
+}
+
+type DispatcherGetLogsArgs struct {
+	Req *JobLogsRequest `thrift:"req,1" frugal:"1,default,JobLogsRequest" json:"req"`
+}
+
+func NewDispatcherGetLogsArgs() *DispatcherGetLogsArgs {
+	return &DispatcherGetLogsArgs{}
+}
+
+func (p *DispatcherGetLogsArgs) InitDefault() {
+}
+
+var DispatcherGetLogsArgs_Req_DEFAULT *JobLogsRequest
+
+func (p *DispatcherGetLogsArgs) GetReq() (v *JobLogsRequest) {
+	if !p.IsSetReq() {
+		return DispatcherGetLogsArgs_Req_DEFAULT
+	}
+	return p.Req
+}
+func (p *DispatcherGetLogsArgs) SetReq(val *JobLogsRequest) {
+	p.Req = val
+}
+
+func (p *DispatcherGetLogsArgs) IsSetReq() bool {
+	return p.Req != nil
+}
+
+func (p *DispatcherGetLogsArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("DispatcherGetLogsArgs(%+v)", *p)
+}
+
+var fieldIDToName_DispatcherGetLogsArgs = map[int16]string{
+	1: "req",
+}
+
+type DispatcherGetLogsResult struct {
+	Success *common.LogLines    `thrift:"success,0,optional" frugal:"0,optional,common.LogLines" json:"success,omitempty"`
+	Err     *common.SluiceError `thrift:"err,1,optional" frugal:"1,optional,common.SluiceError" json:"err,omitempty"`
+}
+
+func NewDispatcherGetLogsResult() *DispatcherGetLogsResult {
+	return &DispatcherGetLogsResult{}
+}
+
+func (p *DispatcherGetLogsResult) InitDefault() {
+}
+
+var DispatcherGetLogsResult_Success_DEFAULT *common.LogLines
+
+func (p *DispatcherGetLogsResult) GetSuccess() (v *common.LogLines) {
+	if !p.IsSetSuccess() {
+		return DispatcherGetLogsResult_Success_DEFAULT
+	}
+	return p.Success
+}
+
+var DispatcherGetLogsResult_Err_DEFAULT *common.SluiceError
+
+func (p *DispatcherGetLogsResult) GetErr() (v *common.SluiceError) {
+	if !p.IsSetErr() {
+		return DispatcherGetLogsResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *DispatcherGetLogsResult) SetSuccess(x interface{}) {
+	p.Success = x.(*common.LogLines)
+}
+func (p *DispatcherGetLogsResult) SetErr(val *common.SluiceError) {
+	p.Err = val
+}
+
+func (p *DispatcherGetLogsResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *DispatcherGetLogsResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *DispatcherGetLogsResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("DispatcherGetLogsResult(%+v)", *p)
+}
+
+var fieldIDToName_DispatcherGetLogsResult = map[int16]string{
+	0: "success",
+	1: "err",
+}
+
+type DispatcherGetTaskManagerLogsArgs struct {
+	Req *TaskManagerLogsQuery `thrift:"req,1" frugal:"1,default,TaskManagerLogsQuery" json:"req"`
+}
+
+func NewDispatcherGetTaskManagerLogsArgs() *DispatcherGetTaskManagerLogsArgs {
+	return &DispatcherGetTaskManagerLogsArgs{}
+}
+
+func (p *DispatcherGetTaskManagerLogsArgs) InitDefault() {
+}
+
+var DispatcherGetTaskManagerLogsArgs_Req_DEFAULT *TaskManagerLogsQuery
+
+func (p *DispatcherGetTaskManagerLogsArgs) GetReq() (v *TaskManagerLogsQuery) {
+	if !p.IsSetReq() {
+		return DispatcherGetTaskManagerLogsArgs_Req_DEFAULT
+	}
+	return p.Req
+}
+func (p *DispatcherGetTaskManagerLogsArgs) SetReq(val *TaskManagerLogsQuery) {
+	p.Req = val
+}
+
+func (p *DispatcherGetTaskManagerLogsArgs) IsSetReq() bool {
+	return p.Req != nil
+}
+
+func (p *DispatcherGetTaskManagerLogsArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("DispatcherGetTaskManagerLogsArgs(%+v)", *p)
+}
+
+var fieldIDToName_DispatcherGetTaskManagerLogsArgs = map[int16]string{
+	1: "req",
+}
+
+type DispatcherGetTaskManagerLogsResult struct {
+	Success *common.LogLines    `thrift:"success,0,optional" frugal:"0,optional,common.LogLines" json:"success,omitempty"`
+	Err     *common.SluiceError `thrift:"err,1,optional" frugal:"1,optional,common.SluiceError" json:"err,omitempty"`
+}
+
+func NewDispatcherGetTaskManagerLogsResult() *DispatcherGetTaskManagerLogsResult {
+	return &DispatcherGetTaskManagerLogsResult{}
+}
+
+func (p *DispatcherGetTaskManagerLogsResult) InitDefault() {
+}
+
+var DispatcherGetTaskManagerLogsResult_Success_DEFAULT *common.LogLines
+
+func (p *DispatcherGetTaskManagerLogsResult) GetSuccess() (v *common.LogLines) {
+	if !p.IsSetSuccess() {
+		return DispatcherGetTaskManagerLogsResult_Success_DEFAULT
+	}
+	return p.Success
+}
+
+var DispatcherGetTaskManagerLogsResult_Err_DEFAULT *common.SluiceError
+
+func (p *DispatcherGetTaskManagerLogsResult) GetErr() (v *common.SluiceError) {
+	if !p.IsSetErr() {
+		return DispatcherGetTaskManagerLogsResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *DispatcherGetTaskManagerLogsResult) SetSuccess(x interface{}) {
+	p.Success = x.(*common.LogLines)
+}
+func (p *DispatcherGetTaskManagerLogsResult) SetErr(val *common.SluiceError) {
+	p.Err = val
+}
+
+func (p *DispatcherGetTaskManagerLogsResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *DispatcherGetTaskManagerLogsResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *DispatcherGetTaskManagerLogsResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("DispatcherGetTaskManagerLogsResult(%+v)", *p)
+}
+
+var fieldIDToName_DispatcherGetTaskManagerLogsResult = map[int16]string{
+	0: "success",
+	1: "err",
+}
+
+type DispatcherGetStacksArgs struct {
+	Req *JobStacksRequest `thrift:"req,1" frugal:"1,default,JobStacksRequest" json:"req"`
+}
+
+func NewDispatcherGetStacksArgs() *DispatcherGetStacksArgs {
+	return &DispatcherGetStacksArgs{}
+}
+
+func (p *DispatcherGetStacksArgs) InitDefault() {
+}
+
+var DispatcherGetStacksArgs_Req_DEFAULT *JobStacksRequest
+
+func (p *DispatcherGetStacksArgs) GetReq() (v *JobStacksRequest) {
+	if !p.IsSetReq() {
+		return DispatcherGetStacksArgs_Req_DEFAULT
+	}
+	return p.Req
+}
+func (p *DispatcherGetStacksArgs) SetReq(val *JobStacksRequest) {
+	p.Req = val
+}
+
+func (p *DispatcherGetStacksArgs) IsSetReq() bool {
+	return p.Req != nil
+}
+
+func (p *DispatcherGetStacksArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("DispatcherGetStacksArgs(%+v)", *p)
+}
+
+var fieldIDToName_DispatcherGetStacksArgs = map[int16]string{
+	1: "req",
+}
+
+type DispatcherGetStacksResult struct {
+	Success *common.TaskStacks  `thrift:"success,0,optional" frugal:"0,optional,common.TaskStacks" json:"success,omitempty"`
+	Err     *common.SluiceError `thrift:"err,1,optional" frugal:"1,optional,common.SluiceError" json:"err,omitempty"`
+}
+
+func NewDispatcherGetStacksResult() *DispatcherGetStacksResult {
+	return &DispatcherGetStacksResult{}
+}
+
+func (p *DispatcherGetStacksResult) InitDefault() {
+}
+
+var DispatcherGetStacksResult_Success_DEFAULT *common.TaskStacks
+
+func (p *DispatcherGetStacksResult) GetSuccess() (v *common.TaskStacks) {
+	if !p.IsSetSuccess() {
+		return DispatcherGetStacksResult_Success_DEFAULT
+	}
+	return p.Success
+}
+
+var DispatcherGetStacksResult_Err_DEFAULT *common.SluiceError
+
+func (p *DispatcherGetStacksResult) GetErr() (v *common.SluiceError) {
+	if !p.IsSetErr() {
+		return DispatcherGetStacksResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *DispatcherGetStacksResult) SetSuccess(x interface{}) {
+	p.Success = x.(*common.TaskStacks)
+}
+func (p *DispatcherGetStacksResult) SetErr(val *common.SluiceError) {
+	p.Err = val
+}
+
+func (p *DispatcherGetStacksResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *DispatcherGetStacksResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *DispatcherGetStacksResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("DispatcherGetStacksResult(%+v)", *p)
+}
+
+var fieldIDToName_DispatcherGetStacksResult = map[int16]string{
+	0: "success",
 	1: "err",
 }
 

@@ -105,3 +105,27 @@ func (p *DispatcherDisposeSavepointArgs) GetFirstArgument() interface{} {
 func (p *DispatcherDisposeSavepointResult) GetResult() interface{} {
 	return nil
 }
+
+func (p *DispatcherGetLogsArgs) GetFirstArgument() interface{} {
+	return p.Req
+}
+
+func (p *DispatcherGetLogsResult) GetResult() interface{} {
+	return p.Success
+}
+
+func (p *DispatcherGetTaskManagerLogsArgs) GetFirstArgument() interface{} {
+	return p.Req
+}
+
+func (p *DispatcherGetTaskManagerLogsResult) GetResult() interface{} {
+	return p.Success
+}
+
+func (p *DispatcherGetStacksArgs) GetFirstArgument() interface{} {
+	return p.Req
+}
+
+func (p *DispatcherGetStacksResult) GetResult() interface{} {
+	return p.Success
+}

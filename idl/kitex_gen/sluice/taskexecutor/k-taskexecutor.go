@@ -73,3 +73,27 @@ func (p *TaskExecutorWarmModulesArgs) GetFirstArgument() interface{} {
 func (p *TaskExecutorWarmModulesResult) GetResult() interface{} {
 	return nil
 }
+
+func (p *TaskExecutorTaskLogsArgs) GetFirstArgument() interface{} {
+	return p.Req
+}
+
+func (p *TaskExecutorTaskLogsResult) GetResult() interface{} {
+	return p.Success
+}
+
+func (p *TaskExecutorTaskManagerLogsArgs) GetFirstArgument() interface{} {
+	return p.Req
+}
+
+func (p *TaskExecutorTaskManagerLogsResult) GetResult() interface{} {
+	return p.Success
+}
+
+func (p *TaskExecutorSampleStacksArgs) GetFirstArgument() interface{} {
+	return p.Req
+}
+
+func (p *TaskExecutorSampleStacksResult) GetResult() interface{} {
+	return p.Success
+}

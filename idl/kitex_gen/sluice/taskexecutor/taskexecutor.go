@@ -703,6 +703,192 @@ var fieldIDToName_WarmModulesRequest = map[int16]string{
 	1: "modules",
 }
 
+type TaskLogsRequest struct {
+	JobId  string           `thrift:"job_id,1" frugal:"1,default,string" json:"job_id"`
+	Tenant string           `thrift:"tenant,2" frugal:"2,default,string" json:"tenant"`
+	Task   string           `thrift:"task,3" frugal:"3,default,string" json:"task"`
+	After  map[string]int64 `thrift:"after,4" frugal:"4,default,map<string:i64>" json:"after"`
+	Limit  int32            `thrift:"limit,5" frugal:"5,default,i32" json:"limit"`
+}
+
+func NewTaskLogsRequest() *TaskLogsRequest {
+	return &TaskLogsRequest{}
+}
+
+func (p *TaskLogsRequest) InitDefault() {
+}
+
+func (p *TaskLogsRequest) GetJobId() (v string) {
+	return p.JobId
+}
+
+func (p *TaskLogsRequest) GetTenant() (v string) {
+	return p.Tenant
+}
+
+func (p *TaskLogsRequest) GetTask() (v string) {
+	return p.Task
+}
+
+func (p *TaskLogsRequest) GetAfter() (v map[string]int64) {
+	return p.After
+}
+
+func (p *TaskLogsRequest) GetLimit() (v int32) {
+	return p.Limit
+}
+func (p *TaskLogsRequest) SetJobId(val string) {
+	p.JobId = val
+}
+func (p *TaskLogsRequest) SetTenant(val string) {
+	p.Tenant = val
+}
+func (p *TaskLogsRequest) SetTask(val string) {
+	p.Task = val
+}
+func (p *TaskLogsRequest) SetAfter(val map[string]int64) {
+	p.After = val
+}
+func (p *TaskLogsRequest) SetLimit(val int32) {
+	p.Limit = val
+}
+
+func (p *TaskLogsRequest) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TaskLogsRequest(%+v)", *p)
+}
+
+var fieldIDToName_TaskLogsRequest = map[int16]string{
+	1: "job_id",
+	2: "tenant",
+	3: "task",
+	4: "after",
+	5: "limit",
+}
+
+type TaskManagerLogsRequest struct {
+	Tenant string `thrift:"tenant,1" frugal:"1,default,string" json:"tenant"`
+	All    bool   `thrift:"all,2" frugal:"2,default,bool" json:"all"`
+	After  int64  `thrift:"after,3" frugal:"3,default,i64" json:"after"`
+	Limit  int32  `thrift:"limit,4" frugal:"4,default,i32" json:"limit"`
+}
+
+func NewTaskManagerLogsRequest() *TaskManagerLogsRequest {
+	return &TaskManagerLogsRequest{}
+}
+
+func (p *TaskManagerLogsRequest) InitDefault() {
+}
+
+func (p *TaskManagerLogsRequest) GetTenant() (v string) {
+	return p.Tenant
+}
+
+func (p *TaskManagerLogsRequest) GetAll() (v bool) {
+	return p.All
+}
+
+func (p *TaskManagerLogsRequest) GetAfter() (v int64) {
+	return p.After
+}
+
+func (p *TaskManagerLogsRequest) GetLimit() (v int32) {
+	return p.Limit
+}
+func (p *TaskManagerLogsRequest) SetTenant(val string) {
+	p.Tenant = val
+}
+func (p *TaskManagerLogsRequest) SetAll(val bool) {
+	p.All = val
+}
+func (p *TaskManagerLogsRequest) SetAfter(val int64) {
+	p.After = val
+}
+func (p *TaskManagerLogsRequest) SetLimit(val int32) {
+	p.Limit = val
+}
+
+func (p *TaskManagerLogsRequest) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TaskManagerLogsRequest(%+v)", *p)
+}
+
+var fieldIDToName_TaskManagerLogsRequest = map[int16]string{
+	1: "tenant",
+	2: "all",
+	3: "after",
+	4: "limit",
+}
+
+type TaskStacksRequest struct {
+	JobId      string `thrift:"job_id,1" frugal:"1,default,string" json:"job_id"`
+	Tenant     string `thrift:"tenant,2" frugal:"2,default,string" json:"tenant"`
+	Task       string `thrift:"task,3" frugal:"3,default,string" json:"task"`
+	DurationMs int64  `thrift:"duration_ms,4" frugal:"4,default,i64" json:"duration_ms"`
+	IntervalMs int64  `thrift:"interval_ms,5" frugal:"5,default,i64" json:"interval_ms"`
+}
+
+func NewTaskStacksRequest() *TaskStacksRequest {
+	return &TaskStacksRequest{}
+}
+
+func (p *TaskStacksRequest) InitDefault() {
+}
+
+func (p *TaskStacksRequest) GetJobId() (v string) {
+	return p.JobId
+}
+
+func (p *TaskStacksRequest) GetTenant() (v string) {
+	return p.Tenant
+}
+
+func (p *TaskStacksRequest) GetTask() (v string) {
+	return p.Task
+}
+
+func (p *TaskStacksRequest) GetDurationMs() (v int64) {
+	return p.DurationMs
+}
+
+func (p *TaskStacksRequest) GetIntervalMs() (v int64) {
+	return p.IntervalMs
+}
+func (p *TaskStacksRequest) SetJobId(val string) {
+	p.JobId = val
+}
+func (p *TaskStacksRequest) SetTenant(val string) {
+	p.Tenant = val
+}
+func (p *TaskStacksRequest) SetTask(val string) {
+	p.Task = val
+}
+func (p *TaskStacksRequest) SetDurationMs(val int64) {
+	p.DurationMs = val
+}
+func (p *TaskStacksRequest) SetIntervalMs(val int64) {
+	p.IntervalMs = val
+}
+
+func (p *TaskStacksRequest) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TaskStacksRequest(%+v)", *p)
+}
+
+var fieldIDToName_TaskStacksRequest = map[int16]string{
+	1: "job_id",
+	2: "tenant",
+	3: "task",
+	4: "duration_ms",
+	5: "interval_ms",
+}
+
 type TaskExecutor interface {
 	DeployTask(ctx context.Context, req *TaskDeployment) (err error)
 
@@ -715,6 +901,12 @@ type TaskExecutor interface {
 	NotifyCheckpoint(ctx context.Context, req *NotifyCheckpointRequest) (err error)
 
 	WarmModules(ctx context.Context, req *WarmModulesRequest) (err error)
+
+	TaskLogs(ctx context.Context, req *TaskLogsRequest) (r *common.LogLines, err error)
+
+	TaskManagerLogs(ctx context.Context, req *TaskManagerLogsRequest) (r *common.LogLines, err error)
+
+	SampleStacks(ctx context.Context, req *TaskStacksRequest) (r *common.TaskStacks, err error)
 }
 
 type TaskExecutorDeployTaskArgs struct {
@@ -1161,6 +1353,288 @@ func (p *TaskExecutorWarmModulesResult) String() string {
 }
 
 var fieldIDToName_TaskExecutorWarmModulesResult = map[int16]string{
+	1: "err",
+}
+
+type TaskExecutorTaskLogsArgs struct {
+	Req *TaskLogsRequest `thrift:"req,1" frugal:"1,default,TaskLogsRequest" json:"req"`
+}
+
+func NewTaskExecutorTaskLogsArgs() *TaskExecutorTaskLogsArgs {
+	return &TaskExecutorTaskLogsArgs{}
+}
+
+func (p *TaskExecutorTaskLogsArgs) InitDefault() {
+}
+
+var TaskExecutorTaskLogsArgs_Req_DEFAULT *TaskLogsRequest
+
+func (p *TaskExecutorTaskLogsArgs) GetReq() (v *TaskLogsRequest) {
+	if !p.IsSetReq() {
+		return TaskExecutorTaskLogsArgs_Req_DEFAULT
+	}
+	return p.Req
+}
+func (p *TaskExecutorTaskLogsArgs) SetReq(val *TaskLogsRequest) {
+	p.Req = val
+}
+
+func (p *TaskExecutorTaskLogsArgs) IsSetReq() bool {
+	return p.Req != nil
+}
+
+func (p *TaskExecutorTaskLogsArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TaskExecutorTaskLogsArgs(%+v)", *p)
+}
+
+var fieldIDToName_TaskExecutorTaskLogsArgs = map[int16]string{
+	1: "req",
+}
+
+type TaskExecutorTaskLogsResult struct {
+	Success *common.LogLines    `thrift:"success,0,optional" frugal:"0,optional,common.LogLines" json:"success,omitempty"`
+	Err     *common.SluiceError `thrift:"err,1,optional" frugal:"1,optional,common.SluiceError" json:"err,omitempty"`
+}
+
+func NewTaskExecutorTaskLogsResult() *TaskExecutorTaskLogsResult {
+	return &TaskExecutorTaskLogsResult{}
+}
+
+func (p *TaskExecutorTaskLogsResult) InitDefault() {
+}
+
+var TaskExecutorTaskLogsResult_Success_DEFAULT *common.LogLines
+
+func (p *TaskExecutorTaskLogsResult) GetSuccess() (v *common.LogLines) {
+	if !p.IsSetSuccess() {
+		return TaskExecutorTaskLogsResult_Success_DEFAULT
+	}
+	return p.Success
+}
+
+var TaskExecutorTaskLogsResult_Err_DEFAULT *common.SluiceError
+
+func (p *TaskExecutorTaskLogsResult) GetErr() (v *common.SluiceError) {
+	if !p.IsSetErr() {
+		return TaskExecutorTaskLogsResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *TaskExecutorTaskLogsResult) SetSuccess(x interface{}) {
+	p.Success = x.(*common.LogLines)
+}
+func (p *TaskExecutorTaskLogsResult) SetErr(val *common.SluiceError) {
+	p.Err = val
+}
+
+func (p *TaskExecutorTaskLogsResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *TaskExecutorTaskLogsResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *TaskExecutorTaskLogsResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TaskExecutorTaskLogsResult(%+v)", *p)
+}
+
+var fieldIDToName_TaskExecutorTaskLogsResult = map[int16]string{
+	0: "success",
+	1: "err",
+}
+
+type TaskExecutorTaskManagerLogsArgs struct {
+	Req *TaskManagerLogsRequest `thrift:"req,1" frugal:"1,default,TaskManagerLogsRequest" json:"req"`
+}
+
+func NewTaskExecutorTaskManagerLogsArgs() *TaskExecutorTaskManagerLogsArgs {
+	return &TaskExecutorTaskManagerLogsArgs{}
+}
+
+func (p *TaskExecutorTaskManagerLogsArgs) InitDefault() {
+}
+
+var TaskExecutorTaskManagerLogsArgs_Req_DEFAULT *TaskManagerLogsRequest
+
+func (p *TaskExecutorTaskManagerLogsArgs) GetReq() (v *TaskManagerLogsRequest) {
+	if !p.IsSetReq() {
+		return TaskExecutorTaskManagerLogsArgs_Req_DEFAULT
+	}
+	return p.Req
+}
+func (p *TaskExecutorTaskManagerLogsArgs) SetReq(val *TaskManagerLogsRequest) {
+	p.Req = val
+}
+
+func (p *TaskExecutorTaskManagerLogsArgs) IsSetReq() bool {
+	return p.Req != nil
+}
+
+func (p *TaskExecutorTaskManagerLogsArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TaskExecutorTaskManagerLogsArgs(%+v)", *p)
+}
+
+var fieldIDToName_TaskExecutorTaskManagerLogsArgs = map[int16]string{
+	1: "req",
+}
+
+type TaskExecutorTaskManagerLogsResult struct {
+	Success *common.LogLines    `thrift:"success,0,optional" frugal:"0,optional,common.LogLines" json:"success,omitempty"`
+	Err     *common.SluiceError `thrift:"err,1,optional" frugal:"1,optional,common.SluiceError" json:"err,omitempty"`
+}
+
+func NewTaskExecutorTaskManagerLogsResult() *TaskExecutorTaskManagerLogsResult {
+	return &TaskExecutorTaskManagerLogsResult{}
+}
+
+func (p *TaskExecutorTaskManagerLogsResult) InitDefault() {
+}
+
+var TaskExecutorTaskManagerLogsResult_Success_DEFAULT *common.LogLines
+
+func (p *TaskExecutorTaskManagerLogsResult) GetSuccess() (v *common.LogLines) {
+	if !p.IsSetSuccess() {
+		return TaskExecutorTaskManagerLogsResult_Success_DEFAULT
+	}
+	return p.Success
+}
+
+var TaskExecutorTaskManagerLogsResult_Err_DEFAULT *common.SluiceError
+
+func (p *TaskExecutorTaskManagerLogsResult) GetErr() (v *common.SluiceError) {
+	if !p.IsSetErr() {
+		return TaskExecutorTaskManagerLogsResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *TaskExecutorTaskManagerLogsResult) SetSuccess(x interface{}) {
+	p.Success = x.(*common.LogLines)
+}
+func (p *TaskExecutorTaskManagerLogsResult) SetErr(val *common.SluiceError) {
+	p.Err = val
+}
+
+func (p *TaskExecutorTaskManagerLogsResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *TaskExecutorTaskManagerLogsResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *TaskExecutorTaskManagerLogsResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TaskExecutorTaskManagerLogsResult(%+v)", *p)
+}
+
+var fieldIDToName_TaskExecutorTaskManagerLogsResult = map[int16]string{
+	0: "success",
+	1: "err",
+}
+
+type TaskExecutorSampleStacksArgs struct {
+	Req *TaskStacksRequest `thrift:"req,1" frugal:"1,default,TaskStacksRequest" json:"req"`
+}
+
+func NewTaskExecutorSampleStacksArgs() *TaskExecutorSampleStacksArgs {
+	return &TaskExecutorSampleStacksArgs{}
+}
+
+func (p *TaskExecutorSampleStacksArgs) InitDefault() {
+}
+
+var TaskExecutorSampleStacksArgs_Req_DEFAULT *TaskStacksRequest
+
+func (p *TaskExecutorSampleStacksArgs) GetReq() (v *TaskStacksRequest) {
+	if !p.IsSetReq() {
+		return TaskExecutorSampleStacksArgs_Req_DEFAULT
+	}
+	return p.Req
+}
+func (p *TaskExecutorSampleStacksArgs) SetReq(val *TaskStacksRequest) {
+	p.Req = val
+}
+
+func (p *TaskExecutorSampleStacksArgs) IsSetReq() bool {
+	return p.Req != nil
+}
+
+func (p *TaskExecutorSampleStacksArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TaskExecutorSampleStacksArgs(%+v)", *p)
+}
+
+var fieldIDToName_TaskExecutorSampleStacksArgs = map[int16]string{
+	1: "req",
+}
+
+type TaskExecutorSampleStacksResult struct {
+	Success *common.TaskStacks  `thrift:"success,0,optional" frugal:"0,optional,common.TaskStacks" json:"success,omitempty"`
+	Err     *common.SluiceError `thrift:"err,1,optional" frugal:"1,optional,common.SluiceError" json:"err,omitempty"`
+}
+
+func NewTaskExecutorSampleStacksResult() *TaskExecutorSampleStacksResult {
+	return &TaskExecutorSampleStacksResult{}
+}
+
+func (p *TaskExecutorSampleStacksResult) InitDefault() {
+}
+
+var TaskExecutorSampleStacksResult_Success_DEFAULT *common.TaskStacks
+
+func (p *TaskExecutorSampleStacksResult) GetSuccess() (v *common.TaskStacks) {
+	if !p.IsSetSuccess() {
+		return TaskExecutorSampleStacksResult_Success_DEFAULT
+	}
+	return p.Success
+}
+
+var TaskExecutorSampleStacksResult_Err_DEFAULT *common.SluiceError
+
+func (p *TaskExecutorSampleStacksResult) GetErr() (v *common.SluiceError) {
+	if !p.IsSetErr() {
+		return TaskExecutorSampleStacksResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *TaskExecutorSampleStacksResult) SetSuccess(x interface{}) {
+	p.Success = x.(*common.TaskStacks)
+}
+func (p *TaskExecutorSampleStacksResult) SetErr(val *common.SluiceError) {
+	p.Err = val
+}
+
+func (p *TaskExecutorSampleStacksResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *TaskExecutorSampleStacksResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *TaskExecutorSampleStacksResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TaskExecutorSampleStacksResult(%+v)", *p)
+}
+
+var fieldIDToName_TaskExecutorSampleStacksResult = map[int16]string{
+	0: "success",
 	1: "err",
 }
 

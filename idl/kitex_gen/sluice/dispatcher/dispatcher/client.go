@@ -6,6 +6,7 @@ import (
 	"context"
 	client "github.com/cloudwego/kitex/client"
 	callopt "github.com/cloudwego/kitex/client/callopt"
+	common "github.com/sluicehq/sluice/idl/kitex_gen/sluice/common"
 	dispatcher "github.com/sluicehq/sluice/idl/kitex_gen/sluice/dispatcher"
 )
 
@@ -21,6 +22,9 @@ type Client interface {
 	TriggerSavepoint(ctx context.Context, req *dispatcher.SavepointRequest, callOptions ...callopt.Option) (r *dispatcher.CheckpointInfo, err error)
 	ListCheckpoints(ctx context.Context, jobId string, callOptions ...callopt.Option) (r *dispatcher.ListCheckpointsResponse, err error)
 	DisposeSavepoint(ctx context.Context, savepointId string, callOptions ...callopt.Option) (err error)
+	GetLogs(ctx context.Context, req *dispatcher.JobLogsRequest, callOptions ...callopt.Option) (r *common.LogLines, err error)
+	GetTaskManagerLogs(ctx context.Context, req *dispatcher.TaskManagerLogsQuery, callOptions ...callopt.Option) (r *common.LogLines, err error)
+	GetStacks(ctx context.Context, req *dispatcher.JobStacksRequest, callOptions ...callopt.Option) (r *common.TaskStacks, err error)
 }
 
 // NewClient creates a client for the service defined in IDL.
@@ -100,4 +104,19 @@ func (p *kDispatcherClient) ListCheckpoints(ctx context.Context, jobId string, c
 func (p *kDispatcherClient) DisposeSavepoint(ctx context.Context, savepointId string, callOptions ...callopt.Option) (err error) {
 	ctx = client.NewCtxWithCallOptions(ctx, callOptions)
 	return p.kClient.DisposeSavepoint(ctx, savepointId)
+}
+
+func (p *kDispatcherClient) GetLogs(ctx context.Context, req *dispatcher.JobLogsRequest, callOptions ...callopt.Option) (r *common.LogLines, err error) {
+	ctx = client.NewCtxWithCallOptions(ctx, callOptions)
+	return p.kClient.GetLogs(ctx, req)
+}
+
+func (p *kDispatcherClient) GetTaskManagerLogs(ctx context.Context, req *dispatcher.TaskManagerLogsQuery, callOptions ...callopt.Option) (r *common.LogLines, err error) {
+	ctx = client.NewCtxWithCallOptions(ctx, callOptions)
+	return p.kClient.GetTaskManagerLogs(ctx, req)
+}
+
+func (p *kDispatcherClient) GetStacks(ctx context.Context, req *dispatcher.JobStacksRequest, callOptions ...callopt.Option) (r *common.TaskStacks, err error) {
+	ctx = client.NewCtxWithCallOptions(ctx, callOptions)
+	return p.kClient.GetStacks(ctx, req)
 }

@@ -84,6 +84,27 @@ var serviceMethods = map[string]kitex.MethodInfo{
 		false,
 		kitex.WithStreamingMode(kitex.StreamingNone),
 	),
+	"GetLogs": kitex.NewMethodInfo(
+		getLogsHandler,
+		newDispatcherGetLogsArgs,
+		newDispatcherGetLogsResult,
+		false,
+		kitex.WithStreamingMode(kitex.StreamingNone),
+	),
+	"GetTaskManagerLogs": kitex.NewMethodInfo(
+		getTaskManagerLogsHandler,
+		newDispatcherGetTaskManagerLogsArgs,
+		newDispatcherGetTaskManagerLogsResult,
+		false,
+		kitex.WithStreamingMode(kitex.StreamingNone),
+	),
+	"GetStacks": kitex.NewMethodInfo(
+		getStacksHandler,
+		newDispatcherGetStacksArgs,
+		newDispatcherGetStacksResult,
+		false,
+		kitex.WithStreamingMode(kitex.StreamingNone),
+	),
 }
 
 var (
@@ -388,6 +409,78 @@ func newDispatcherDisposeSavepointResult() interface{} {
 	return dispatcher.NewDispatcherDisposeSavepointResult()
 }
 
+func getLogsHandler(ctx context.Context, handler interface{}, arg, result interface{}) error {
+	realArg := arg.(*dispatcher.DispatcherGetLogsArgs)
+	realResult := result.(*dispatcher.DispatcherGetLogsResult)
+	success, err := handler.(dispatcher.Dispatcher).GetLogs(ctx, realArg.Req)
+	if err != nil {
+		switch v := err.(type) {
+		case *common.SluiceError:
+			realResult.Err = v
+		default:
+			return err
+		}
+	} else {
+		realResult.Success = success
+	}
+	return nil
+}
+func newDispatcherGetLogsArgs() interface{} {
+	return dispatcher.NewDispatcherGetLogsArgs()
+}
+
+func newDispatcherGetLogsResult() interface{} {
+	return dispatcher.NewDispatcherGetLogsResult()
+}
+
+func getTaskManagerLogsHandler(ctx context.Context, handler interface{}, arg, result interface{}) error {
+	realArg := arg.(*dispatcher.DispatcherGetTaskManagerLogsArgs)
+	realResult := result.(*dispatcher.DispatcherGetTaskManagerLogsResult)
+	success, err := handler.(dispatcher.Dispatcher).GetTaskManagerLogs(ctx, realArg.Req)
+	if err != nil {
+		switch v := err.(type) {
+		case *common.SluiceError:
+			realResult.Err = v
+		default:
+			return err
+		}
+	} else {
+		realResult.Success = success
+	}
+	return nil
+}
+func newDispatcherGetTaskManagerLogsArgs() interface{} {
+	return dispatcher.NewDispatcherGetTaskManagerLogsArgs()
+}
+
+func newDispatcherGetTaskManagerLogsResult() interface{} {
+	return dispatcher.NewDispatcherGetTaskManagerLogsResult()
+}
+
+func getStacksHandler(ctx context.Context, handler interface{}, arg, result interface{}) error {
+	realArg := arg.(*dispatcher.DispatcherGetStacksArgs)
+	realResult := result.(*dispatcher.DispatcherGetStacksResult)
+	success, err := handler.(dispatcher.Dispatcher).GetStacks(ctx, realArg.Req)
+	if err != nil {
+		switch v := err.(type) {
+		case *common.SluiceError:
+			realResult.Err = v
+		default:
+			return err
+		}
+	} else {
+		realResult.Success = success
+	}
+	return nil
+}
+func newDispatcherGetStacksArgs() interface{} {
+	return dispatcher.NewDispatcherGetStacksArgs()
+}
+
+func newDispatcherGetStacksResult() interface{} {
+	return dispatcher.NewDispatcherGetStacksResult()
+}
+
 type kClient struct {
 	c client.Client
 }
@@ -534,4 +627,46 @@ func (p *kClient) DisposeSavepoint(ctx context.Context, savepointId string) (err
 		return _result.Err
 	}
 	return nil
+}
+
+func (p *kClient) GetLogs(ctx context.Context, req *dispatcher.JobLogsRequest) (r *common.LogLines, err error) {
+	var _args dispatcher.DispatcherGetLogsArgs
+	_args.Req = req
+	var _result dispatcher.DispatcherGetLogsResult
+	if err = p.c.Call(ctx, "GetLogs", &_args, &_result); err != nil {
+		return
+	}
+	switch {
+	case _result.Err != nil:
+		return r, _result.Err
+	}
+	return _result.GetSuccess(), nil
+}
+
+func (p *kClient) GetTaskManagerLogs(ctx context.Context, req *dispatcher.TaskManagerLogsQuery) (r *common.LogLines, err error) {
+	var _args dispatcher.DispatcherGetTaskManagerLogsArgs
+	_args.Req = req
+	var _result dispatcher.DispatcherGetTaskManagerLogsResult
+	if err = p.c.Call(ctx, "GetTaskManagerLogs", &_args, &_result); err != nil {
+		return
+	}
+	switch {
+	case _result.Err != nil:
+		return r, _result.Err
+	}
+	return _result.GetSuccess(), nil
+}
+
+func (p *kClient) GetStacks(ctx context.Context, req *dispatcher.JobStacksRequest) (r *common.TaskStacks, err error) {
+	var _args dispatcher.DispatcherGetStacksArgs
+	_args.Req = req
+	var _result dispatcher.DispatcherGetStacksResult
+	if err = p.c.Call(ctx, "GetStacks", &_args, &_result); err != nil {
+		return
+	}
+	switch {
+	case _result.Err != nil:
+		return r, _result.Err
+	}
+	return _result.GetSuccess(), nil
 }

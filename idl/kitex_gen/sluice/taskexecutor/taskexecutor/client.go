@@ -6,6 +6,7 @@ import (
 	"context"
 	client "github.com/cloudwego/kitex/client"
 	callopt "github.com/cloudwego/kitex/client/callopt"
+	common "github.com/sluicehq/sluice/idl/kitex_gen/sluice/common"
 	taskexecutor "github.com/sluicehq/sluice/idl/kitex_gen/sluice/taskexecutor"
 )
 
@@ -17,6 +18,9 @@ type Client interface {
 	TriggerCheckpoint(ctx context.Context, req *taskexecutor.TriggerCheckpointRequest, callOptions ...callopt.Option) (err error)
 	NotifyCheckpoint(ctx context.Context, req *taskexecutor.NotifyCheckpointRequest, callOptions ...callopt.Option) (err error)
 	WarmModules(ctx context.Context, req *taskexecutor.WarmModulesRequest, callOptions ...callopt.Option) (err error)
+	TaskLogs(ctx context.Context, req *taskexecutor.TaskLogsRequest, callOptions ...callopt.Option) (r *common.LogLines, err error)
+	TaskManagerLogs(ctx context.Context, req *taskexecutor.TaskManagerLogsRequest, callOptions ...callopt.Option) (r *common.LogLines, err error)
+	SampleStacks(ctx context.Context, req *taskexecutor.TaskStacksRequest, callOptions ...callopt.Option) (r *common.TaskStacks, err error)
 }
 
 // NewClient creates a client for the service defined in IDL.
@@ -76,4 +80,19 @@ func (p *kTaskExecutorClient) NotifyCheckpoint(ctx context.Context, req *taskexe
 func (p *kTaskExecutorClient) WarmModules(ctx context.Context, req *taskexecutor.WarmModulesRequest, callOptions ...callopt.Option) (err error) {
 	ctx = client.NewCtxWithCallOptions(ctx, callOptions)
 	return p.kClient.WarmModules(ctx, req)
+}
+
+func (p *kTaskExecutorClient) TaskLogs(ctx context.Context, req *taskexecutor.TaskLogsRequest, callOptions ...callopt.Option) (r *common.LogLines, err error) {
+	ctx = client.NewCtxWithCallOptions(ctx, callOptions)
+	return p.kClient.TaskLogs(ctx, req)
+}
+
+func (p *kTaskExecutorClient) TaskManagerLogs(ctx context.Context, req *taskexecutor.TaskManagerLogsRequest, callOptions ...callopt.Option) (r *common.LogLines, err error) {
+	ctx = client.NewCtxWithCallOptions(ctx, callOptions)
+	return p.kClient.TaskManagerLogs(ctx, req)
+}
+
+func (p *kTaskExecutorClient) SampleStacks(ctx context.Context, req *taskexecutor.TaskStacksRequest, callOptions ...callopt.Option) (r *common.TaskStacks, err error) {
+	ctx = client.NewCtxWithCallOptions(ctx, callOptions)
+	return p.kClient.SampleStacks(ctx, req)
 }

@@ -56,6 +56,27 @@ var serviceMethods = map[string]kitex.MethodInfo{
 		false,
 		kitex.WithStreamingMode(kitex.StreamingNone),
 	),
+	"TaskLogs": kitex.NewMethodInfo(
+		taskLogsHandler,
+		newTaskExecutorTaskLogsArgs,
+		newTaskExecutorTaskLogsResult,
+		false,
+		kitex.WithStreamingMode(kitex.StreamingNone),
+	),
+	"TaskManagerLogs": kitex.NewMethodInfo(
+		taskManagerLogsHandler,
+		newTaskExecutorTaskManagerLogsArgs,
+		newTaskExecutorTaskManagerLogsResult,
+		false,
+		kitex.WithStreamingMode(kitex.StreamingNone),
+	),
+	"SampleStacks": kitex.NewMethodInfo(
+		sampleStacksHandler,
+		newTaskExecutorSampleStacksArgs,
+		newTaskExecutorSampleStacksResult,
+		false,
+		kitex.WithStreamingMode(kitex.StreamingNone),
+	),
 }
 
 var (
@@ -260,6 +281,78 @@ func newTaskExecutorWarmModulesResult() interface{} {
 	return taskexecutor.NewTaskExecutorWarmModulesResult()
 }
 
+func taskLogsHandler(ctx context.Context, handler interface{}, arg, result interface{}) error {
+	realArg := arg.(*taskexecutor.TaskExecutorTaskLogsArgs)
+	realResult := result.(*taskexecutor.TaskExecutorTaskLogsResult)
+	success, err := handler.(taskexecutor.TaskExecutor).TaskLogs(ctx, realArg.Req)
+	if err != nil {
+		switch v := err.(type) {
+		case *common.SluiceError:
+			realResult.Err = v
+		default:
+			return err
+		}
+	} else {
+		realResult.Success = success
+	}
+	return nil
+}
+func newTaskExecutorTaskLogsArgs() interface{} {
+	return taskexecutor.NewTaskExecutorTaskLogsArgs()
+}
+
+func newTaskExecutorTaskLogsResult() interface{} {
+	return taskexecutor.NewTaskExecutorTaskLogsResult()
+}
+
+func taskManagerLogsHandler(ctx context.Context, handler interface{}, arg, result interface{}) error {
+	realArg := arg.(*taskexecutor.TaskExecutorTaskManagerLogsArgs)
+	realResult := result.(*taskexecutor.TaskExecutorTaskManagerLogsResult)
+	success, err := handler.(taskexecutor.TaskExecutor).TaskManagerLogs(ctx, realArg.Req)
+	if err != nil {
+		switch v := err.(type) {
+		case *common.SluiceError:
+			realResult.Err = v
+		default:
+			return err
+		}
+	} else {
+		realResult.Success = success
+	}
+	return nil
+}
+func newTaskExecutorTaskManagerLogsArgs() interface{} {
+	return taskexecutor.NewTaskExecutorTaskManagerLogsArgs()
+}
+
+func newTaskExecutorTaskManagerLogsResult() interface{} {
+	return taskexecutor.NewTaskExecutorTaskManagerLogsResult()
+}
+
+func sampleStacksHandler(ctx context.Context, handler interface{}, arg, result interface{}) error {
+	realArg := arg.(*taskexecutor.TaskExecutorSampleStacksArgs)
+	realResult := result.(*taskexecutor.TaskExecutorSampleStacksResult)
+	success, err := handler.(taskexecutor.TaskExecutor).SampleStacks(ctx, realArg.Req)
+	if err != nil {
+		switch v := err.(type) {
+		case *common.SluiceError:
+			realResult.Err = v
+		default:
+			return err
+		}
+	} else {
+		realResult.Success = success
+	}
+	return nil
+}
+func newTaskExecutorSampleStacksArgs() interface{} {
+	return taskexecutor.NewTaskExecutorSampleStacksArgs()
+}
+
+func newTaskExecutorSampleStacksResult() interface{} {
+	return taskexecutor.NewTaskExecutorSampleStacksResult()
+}
+
 type kClient struct {
 	c client.Client
 }
@@ -352,4 +445,46 @@ func (p *kClient) WarmModules(ctx context.Context, req *taskexecutor.WarmModules
 		return _result.Err
 	}
 	return nil
+}
+
+func (p *kClient) TaskLogs(ctx context.Context, req *taskexecutor.TaskLogsRequest) (r *common.LogLines, err error) {
+	var _args taskexecutor.TaskExecutorTaskLogsArgs
+	_args.Req = req
+	var _result taskexecutor.TaskExecutorTaskLogsResult
+	if err = p.c.Call(ctx, "TaskLogs", &_args, &_result); err != nil {
+		return
+	}
+	switch {
+	case _result.Err != nil:
+		return r, _result.Err
+	}
+	return _result.GetSuccess(), nil
+}
+
+func (p *kClient) TaskManagerLogs(ctx context.Context, req *taskexecutor.TaskManagerLogsRequest) (r *common.LogLines, err error) {
+	var _args taskexecutor.TaskExecutorTaskManagerLogsArgs
+	_args.Req = req
+	var _result taskexecutor.TaskExecutorTaskManagerLogsResult
+	if err = p.c.Call(ctx, "TaskManagerLogs", &_args, &_result); err != nil {
+		return
+	}
+	switch {
+	case _result.Err != nil:
+		return r, _result.Err
+	}
+	return _result.GetSuccess(), nil
+}
+
+func (p *kClient) SampleStacks(ctx context.Context, req *taskexecutor.TaskStacksRequest) (r *common.TaskStacks, err error) {
+	var _args taskexecutor.TaskExecutorSampleStacksArgs
+	_args.Req = req
+	var _result taskexecutor.TaskExecutorSampleStacksResult
+	if err = p.c.Call(ctx, "SampleStacks", &_args, &_result); err != nil {
+		return
+	}
+	switch {
+	case _result.Err != nil:
+		return r, _result.Err
+	}
+	return _result.GetSuccess(), nil
 }

@@ -68,6 +68,9 @@ type Instance struct {
 	counts   map[string]int64
 
 	stats struct{ calls, allocs, emits, hostCalls, demoted atomic.Int64 }
+
+	// sampler, while set, records the guest's stack at its ticks (stacks.go).
+	sampler atomic.Pointer[stackSampler]
 }
 
 // instKey is the context key under which calls into the guest carry their

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 	"weak"
 
@@ -58,6 +59,10 @@ type Runtime struct {
 	recent   []*Module
 	inflight map[string]*compileCall
 	closed   bool
+
+	// sampling counts the stack samples in progress, so the $tick listener
+	// of every instance returns at once while there are none (stacks.go).
+	sampling atomic.Int32
 }
 
 type compileCall struct {
@@ -404,7 +409,8 @@ func (rt *Runtime) compile(ctx context.Context, wasm []byte, digest string, chec
 	// With two or more workers wazero checks ctx between functions, so a
 	// canceled or timed-out compile stops within one function's compile;
 	// with one it would run to the end.
-	cm, err := rt.r.CompileModule(experimental.WithCompilationWorkers(ctx, rt.cfg.compileWorkers), inst)
+	cctx := experimental.WithFunctionListenerFactory(experimental.WithCompilationWorkers(ctx, rt.cfg.compileWorkers), rt.listenerFactory())
+	cm, err := rt.r.CompileModule(cctx, inst)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

@@ -12,6 +12,14 @@ import (
 // module: the host sets it to 1 to stop the running call, and back to 0.
 const InterruptExport = "sluice:interrupt"
 
+// TickExport names the added $tick function in the instrumented module:
+// the fuel check calls it every FuelInterval checks, and its body is the
+// memory.grow(0) that comes back to Go. Being a function of its own, it is
+// where the host can look at the guest's call stack (a wazero function
+// listener on $tick alone, which costs nothing in the guest's own
+// functions).
+const TickExport = "sluice:tick"
+
 // FuelInterval is how many checks a guest runs between trips to Go. A trip
 // costs about as much as a few hundred checks; 1<<14 keeps it under 0.1% and
 // lets the world stop within well under a millisecond of guest time.
@@ -38,7 +46,7 @@ func Instrument(wasm []byte, maxTable uint32) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var importedGlobals, definedGlobals uint32
+	var importedGlobals, definedGlobals, importedFuncs, definedFuncs, types uint32
 	hasMemory := false
 	for _, s := range secs {
 		switch s.ID {
@@ -49,6 +57,8 @@ func Instrument(wasm []byte, maxTable uint32) ([]byte, error) {
 			}
 			for _, im := range ims {
 				switch im.Kind {
+				case wasmbin.ImportFunc:
+					importedFuncs++
 				case wasmbin.ImportGlobal:
 					importedGlobals++
 				case wasmbin.ImportMemory:
@@ -63,11 +73,24 @@ func Instrument(wasm []byte, maxTable uint32) ([]byte, error) {
 			if gr.Err() != nil {
 				return nil, fmt.Errorf("global section: %w", gr.Err())
 			}
+		case wasmbin.SectionType, wasmbin.SectionFunction:
+			r := wasmbin.NewReader(s.Body)
+			n := r.U32()
+			if r.Err() != nil {
+				return nil, fmt.Errorf("section %d: %w", s.ID, r.Err())
+			}
+			if s.ID == wasmbin.SectionType {
+				types = n
+			} else {
+				definedFuncs = n
+			}
 		case wasmbin.SectionStart:
 			return nil, errors.New("module has a start function: export it as _initialize instead")
 		case wasmbin.SectionExport:
-			if wasmbin.ExportsName(s.Body, InterruptExport) {
-				return nil, fmt.Errorf("export name %q is reserved", InterruptExport)
+			for _, reserved := range []string{InterruptExport, TickExport} {
+				if wasmbin.ExportsName(s.Body, reserved) {
+					return nil, fmt.Errorf("export name %q is reserved", reserved)
+				}
 			}
 		}
 	}
@@ -76,12 +99,19 @@ func Instrument(wasm []byte, maxTable uint32) ([]byte, error) {
 		return nil, fmt.Errorf("module has no linear memory: the guest must export its memory as %q", abi.ExportMemory)
 	}
 	g := importedGlobals + definedGlobals // $interrupt; $fuel is g+1
-	check := fuelCheck(g, g+1)
+	tick := importedFuncs + definedFuncs  // $tick, of the added type [] -> [] (index types)
+	check := fuelCheck(g, g+1, tick)
+	newType := []byte{0x60, 0x00, 0x00}
+	newFunc := wasmbin.AppendU32(nil, types)
+	tickBody := []byte{0x00, 0x41, 0x00, 0x40, 0x00, 0x1a, 0x0b} // no locals; i32.const 0; memory.grow 0; drop; end
+	newCode := append(wasmbin.AppendU32(nil, uint32(len(tickBody))), tickBody...)
 	newGlobal := []byte{0x7f, 0x01, 0x41, 0x00, 0x0b} // $interrupt: mut i32 = i32.const 0
 	newGlobal = append(append(newGlobal, 0x7f, 0x01, 0x41), wasmbin.AppendU32(nil, FuelInterval)...)
 	newGlobal = append(newGlobal, 0x0b) // $fuel: mut i32 = i32.const FuelInterval
 	newExport := append(wasmbin.AppendU32(nil, uint32(len(InterruptExport))), InterruptExport...)
 	newExport = wasmbin.AppendU32(append(newExport, 0x03), g)
+	newExport = append(append(newExport, wasmbin.AppendU32(nil, uint32(len(TickExport)))...), TickExport...)
+	newExport = wasmbin.AppendU32(append(newExport, 0x00), tick)
 
 	out := append([]byte(nil), wasmbin.Header...)
 	emit := func(id byte, body []byte) {
@@ -93,14 +123,26 @@ func Instrument(wasm []byte, maxTable uint32) ([]byte, error) {
 	// 13 tag, 6 global, 7 export, 8 start, 9 element, 12 data count,
 	// 10 code, 11 data; custom sections (0) anywhere.
 	order := map[byte]int{1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 13: 6, 6: 7, 7: 8, 8: 9, 9: 10, 12: 11, 10: 12, 11: 13}
-	addedGlobal, addedExport := false, false
+	addedGlobal, addedExport, addedType, addedFunc, addedCode := false, false, false, false, false
 	flush := func(before int) {
+		if !addedType && before > order[wasmbin.SectionType] {
+			emit(wasmbin.SectionType, append(wasmbin.AppendU32(nil, 1), newType...))
+			addedType = true
+		}
+		if !addedFunc && before > order[wasmbin.SectionFunction] {
+			emit(wasmbin.SectionFunction, append(wasmbin.AppendU32(nil, 1), newFunc...))
+			addedFunc = true
+		}
+		if !addedCode && before > order[wasmbin.SectionCode] {
+			emit(wasmbin.SectionCode, append(wasmbin.AppendU32(nil, 1), newCode...))
+			addedCode = true
+		}
 		if !addedGlobal && before > order[wasmbin.SectionGlobal] {
 			emit(wasmbin.SectionGlobal, append(wasmbin.AppendU32(nil, 2), newGlobal...))
 			addedGlobal = true
 		}
 		if !addedExport && before > order[wasmbin.SectionExport] {
-			emit(wasmbin.SectionExport, append(wasmbin.AppendU32(nil, 1), newExport...))
+			emit(wasmbin.SectionExport, append(wasmbin.AppendU32(nil, 2), newExport...))
 			addedExport = true
 		}
 	}
@@ -120,10 +162,20 @@ func Instrument(wasm []byte, maxTable uint32) ([]byte, error) {
 			n := gr.U32()
 			emit(s.ID, append(wasmbin.AppendU32(nil, n+2), append(append([]byte(nil), gr.Rest()...), newGlobal...)...))
 			addedGlobal = true
+		case wasmbin.SectionType, wasmbin.SectionFunction:
+			r := wasmbin.NewReader(s.Body)
+			n := r.U32()
+			add := newType
+			if s.ID == wasmbin.SectionFunction {
+				add, addedFunc = newFunc, true
+			} else {
+				addedType = true
+			}
+			emit(s.ID, append(wasmbin.AppendU32(nil, n+1), append(append([]byte(nil), r.Rest()...), add...)...))
 		case wasmbin.SectionExport:
 			er := wasmbin.NewReader(s.Body)
 			n := er.U32()
-			emit(s.ID, append(wasmbin.AppendU32(nil, n+1), append(append([]byte(nil), er.Rest()...), newExport...)...))
+			emit(s.ID, append(wasmbin.AppendU32(nil, n+2), append(append([]byte(nil), er.Rest()...), newExport...)...))
 			addedExport = true
 		case wasmbin.SectionTable:
 			tables, err := capTables(s.Body, maxTable)
@@ -132,11 +184,12 @@ func Instrument(wasm []byte, maxTable uint32) ([]byte, error) {
 			}
 			emit(s.ID, tables)
 		case wasmbin.SectionCode:
-			code, err := instrumentCode(s.Body, check, g)
+			code, err := instrumentCode(s.Body, check, g, newCode)
 			if err != nil {
 				return nil, err
 			}
 			emit(s.ID, code)
+			addedCode = true
 		default:
 			emit(s.ID, s.Body)
 		}
@@ -148,7 +201,7 @@ func Instrument(wasm []byte, maxTable uint32) ([]byte, error) {
 // fuelCheck returns the instructions placed at every function entry and loop
 // header (see the package doc). FuelInterval is positive and below 2^20, so
 // its unsigned LEB128 is also the signed one i32.const wants.
-func fuelCheck(interrupt, fuel uint32) []byte {
+func fuelCheck(interrupt, fuel, tick uint32) []byte {
 	u := wasmbin.AppendU32
 	c := u([]byte{0x23}, fuel)                     // global.get $fuel
 	c = append(c, 0x41, 0x01, 0x6b)                // i32.const 1; i32.sub
@@ -157,7 +210,7 @@ func fuelCheck(interrupt, fuel uint32) []byte {
 	c = append(c, 0x45, 0x04, 0x40, 0x41)          // i32.eqz; if; i32.const
 	c = u(c, FuelInterval)                         //   FuelInterval
 	c = u(append(c, 0x24), fuel)                   //   global.set $fuel
-	c = append(c, 0x41, 0x00, 0x40, 0x00, 0x1a)    // i32.const 0; memory.grow 0; drop
+	c = u(append(c, 0x10), tick)                   //   call $tick (memory.grow 0)
 	c = u(append(c, 0x23), interrupt)              // global.get $interrupt
 	return append(c, 0x04, 0x40, 0x00, 0x0b, 0x0b) // if; unreachable; end; end
 }
@@ -199,10 +252,10 @@ func capTables(body []byte, maxTable uint32) ([]byte, error) {
 // instrumentCode rewrites the code section: the check goes at the start of
 // every function body and after every loop's block type. Instructions that
 // touch global g, which the guest's own code cannot have named, are refused.
-func instrumentCode(body, check []byte, g uint32) ([]byte, error) {
+func instrumentCode(body, check []byte, g uint32, tick []byte) ([]byte, error) {
 	r := wasmbin.NewReader(body)
 	n := r.U32()
-	out := wasmbin.AppendU32(nil, n)
+	out := wasmbin.AppendU32(nil, n+1)
 	var fn []byte
 	for i := uint32(0); i < n; i++ {
 		b := r.Name()
@@ -237,5 +290,5 @@ func instrumentCode(body, check []byte, g uint32) ([]byte, error) {
 	if r.Len() != 0 {
 		return nil, errors.New("code section: trailing bytes")
 	}
-	return out, nil
+	return append(out, tick...), nil
 }

@@ -65,7 +65,8 @@ func TestInstrumentedModuleRunsAndStops(t *testing.T) {
 	if err := structureErr(out, validate.NoLimits()); err != nil {
 		t.Fatalf("the instrumented module fails Structure: %v", err)
 	}
-	if n := bytes.Count(out, fuelCheck(0, 1)); n != 2 {
+	// One function, no imports: $tick is function 1.
+	if n := bytes.Count(out, fuelCheck(0, 1, 1)); n != 2 {
 		t.Errorf("%d fuel checks, want 2 (function entry and loop header)", n)
 	}
 	r := wazero.NewRuntime(ctx)
@@ -76,6 +77,9 @@ func TestInstrumentedModuleRunsAndStops(t *testing.T) {
 	}
 	if _, err := mod.ExportedFunction("spin").Call(ctx); err != nil {
 		t.Fatalf("spin: %v", err)
+	}
+	if mod.ExportedFunction(TickExport) == nil {
+		t.Errorf("no %q export", TickExport)
 	}
 	stop, ok := mod.ExportedGlobal(InterruptExport).(api.MutableGlobal)
 	if !ok {

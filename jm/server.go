@@ -153,6 +153,17 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		planner = wasmPlanner{rt: rt, lim: cfg.PlanLimits, plans: admit.New(cfg.MaxPlans, cfg.MaxPlansPerTenant, planQueue)}
 	}
+	// Open: every client is the default tenant, who may then read all of
+	// a TaskManager's log (Dispatcher.TaskManagerLogs).
+	open := false
+	switch a := cfg.Auth.(type) {
+	case nil:
+		open = cfg.Tenants == nil
+	case rpc.OpenAuth:
+		open = true
+	case rpc.TokenAuth:
+		open = a.Tenants == nil
+	}
 	if cfg.Auth == nil {
 		cfg.Auth = rpc.TokenAuth{Tenants: cfg.Tenants, Secret: cfg.Secret}
 	}
@@ -177,6 +188,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Planner:             planner,
 		Resources:           s.rm,
 		Gateway:             gw,
+		Observer:            gw,
+		OpenCluster:         open,
 		Address:             func() string { a, _ := s.advertise.Load().(string); return a },
 		ModuleSizeLimit:     cfg.ModuleSizeLimit,
 		DefaultParallelism:  cfg.DefaultParallelism,

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluicehq/sluice/blob"
+	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/common"
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/dispatcher"
 	dspclient "github.com/sluicehq/sluice/idl/kitex_gen/sluice/dispatcher/dispatcher"
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/jobmaster"
@@ -175,6 +176,19 @@ func (f *fakeTE) WarmModules(ctx context.Context, req *taskexecutor.WarmModulesR
 }
 
 // warmed returns the digests the fake was asked to compile ahead.
+// The fake keeps no logs and runs no guests.
+func (f *fakeTE) TaskLogs(context.Context, *taskexecutor.TaskLogsRequest) (*common.LogLines, error) {
+	return &common.LogLines{}, nil
+}
+
+func (f *fakeTE) TaskManagerLogs(context.Context, *taskexecutor.TaskManagerLogsRequest) (*common.LogLines, error) {
+	return &common.LogLines{}, nil
+}
+
+func (f *fakeTE) SampleStacks(context.Context, *taskexecutor.TaskStacksRequest) (*common.TaskStacks, error) {
+	return &common.TaskStacks{}, nil
+}
+
 func (f *fakeTE) warmed() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/control"
+	"github.com/sluicehq/sluice/internal/logring"
 	"github.com/sluicehq/sluice/internal/rpcserver"
 	"github.com/sluicehq/sluice/tm/exchange"
 	"github.com/sluicehq/sluice/tm/executor"
@@ -124,7 +125,12 @@ func New(ctx context.Context, cfg Config) (_ *TaskManager, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	log := cfg.Logger.With("tm", cfg.ResourceID)
+	// The TaskManager keeps its own recent log (INFO and above) for
+	// `sluice logs --tm` and the REST API, beside writing it.
+	own := logring.New(executor.DefaultOwnLogLines, executor.DefaultOwnLogBytes)
+	log := slog.New(logring.NewHandler(cfg.Logger.Handler(), own, slog.LevelInfo, func(l *control.LogLine) {
+		l.TaskManager = cfg.ResourceID
+	})).With("tm", cfg.ResourceID)
 	t := &TaskManager{cfg: cfg, log: log, rt: cfg.Runtime, loopDone: make(chan struct{})}
 	defer func() {
 		if err != nil {
@@ -180,6 +186,8 @@ func New(ctx context.Context, cfg Config) (_ *TaskManager, err error) {
 		JobMasters: jms,
 		CacheDir:   moduleDir,
 		Logger:     log,
+		ResourceID: cfg.ResourceID,
+		OwnLog:     own,
 	})
 	if t.srv, err = rpcserver.Start(ctx, rpcserver.Config{Addr: cfg.ListenAddr, Logger: log}, rpc.RegisterTaskExecutor(t.ex, cfg.Secret)); err != nil {
 		return nil, fmt.Errorf("task manager: %w", err)

@@ -45,6 +45,9 @@ const (
 	maxStackFrames = 128
 	maxStacks      = 4096
 	maxFrameName   = 256
+	// maxProfileBytes bounds the frame names one profile holds: a deep,
+	// varied guest cannot make an answer of hundreds of megabytes.
+	maxProfileBytes = 1 << 20
 	// oneStackWait bounds how long a one-stack request waits for the guest
 	// to reach its next tick: a running guest does within a millisecond.
 	oneStackWait = 200 * time.Millisecond
@@ -61,6 +64,7 @@ type stackSampler struct {
 	counts map[string]*Stack
 	other  *Stack
 	total  int64
+	bytes  int
 	done   chan struct{}
 	ended  bool
 	frames []string
@@ -143,8 +147,9 @@ func (s *stackSampler) record(it experimental.StackIterator) {
 	s.total++
 	if st, ok := s.counts[key]; ok {
 		st.Count++
-	} else if len(s.counts) < maxStacks {
+	} else if len(s.counts) < maxStacks && s.bytes+len(key) <= maxProfileBytes {
 		s.counts[key] = &Stack{Frames: slices.Clone(fs), Count: 1}
+		s.bytes += len(key)
 	} else {
 		if s.other == nil {
 			s.other = &Stack{Frames: []string{"[other]"}}

@@ -67,6 +67,13 @@ type Config struct {
 	Planner   Planner
 	Resources Resources
 	Gateway   jobmaster.TaskExecutorGateway
+	// Observer reads the TaskManagers' kept logs and guest stacks (Logs,
+	// TaskManagerLogs, Stacks); nil makes those ErrUnavailable.
+	Observer TaskObserver
+	// OpenCluster says every client is the default tenant (no tenants
+	// file): TaskManagerLogs then shows every line of a TaskManager's log,
+	// not only the caller's.
+	OpenCluster bool
 	// Address returns the JobManager's RPC address, told to every task; it
 	// is a function because the server binds after the Dispatcher exists.
 	Address func() string

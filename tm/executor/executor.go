@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/blob"
@@ -15,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/jobconfig"
 	"github.com/sluicehq/sluice/internal/jobgraph"
+	"github.com/sluicehq/sluice/internal/logring"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/tm/exchange"
 	"github.com/sluicehq/sluice/tm/task"
@@ -37,6 +39,20 @@ type Config struct {
 	Logger *slog.Logger
 	// ReportTimeout bounds the retries of one task state report; 0 means 30s.
 	ReportTimeout time.Duration
+
+	// ResourceID names this TaskManager in the log lines it keeps.
+	ResourceID string
+	// TaskLogLines and TaskLogBytes bound the kept log of one task, and
+	// EndedTaskLogs how many ended tasks' logs stay readable; 0 means
+	// DefaultTaskLogLines, DefaultTaskLogBytes, DefaultEndedTaskLogs.
+	TaskLogLines  int
+	TaskLogBytes  int64
+	EndedTaskLogs int
+	// OwnLog, when set, is the ring the TaskManager's own log is kept in
+	// (TaskManagerLogs reads it).
+	OwnLog *logring.Ring
+	// Now is the clock of kept host events; nil means time.Now.
+	Now func() time.Time
 }
 
 // Executor owns the slots and tasks of one TaskManager.
@@ -59,6 +75,8 @@ type Executor struct {
 	byAlloc      map[string]int                  // allocation id -> slot index
 	tasks        map[string]*runningTask         // execution id -> task
 	fencing      map[string]control.FencingToken // job id -> newest token seen
+	logs         map[string]*taskLog             // execution id -> kept log, running and recently ended tasks
+	ended        []string                        // execution ids of ended tasks with kept logs, oldest first
 }
 
 type slot struct {
@@ -71,6 +89,8 @@ type runningTask struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	ctl    *task.Control // checkpoint triggers and notifications
+	log    *taskLog
+	inst   atomic.Pointer[wasmhost.Instance] // the guest, once instantiated: for stack samples
 }
 
 // New returns an Executor with cfg.Slots free slots.
@@ -80,6 +100,18 @@ func New(cfg Config) *Executor {
 	}
 	if cfg.ReportTimeout <= 0 {
 		cfg.ReportTimeout = 30 * time.Second
+	}
+	if cfg.TaskLogLines <= 0 {
+		cfg.TaskLogLines = DefaultTaskLogLines
+	}
+	if cfg.TaskLogBytes <= 0 {
+		cfg.TaskLogBytes = DefaultTaskLogBytes
+	}
+	if cfg.EndedTaskLogs <= 0 {
+		cfg.EndedTaskLogs = DefaultEndedTaskLogs
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Executor{
@@ -92,8 +124,11 @@ func New(cfg Config) *Executor {
 		byAlloc: make(map[string]int),
 		tasks:   make(map[string]*runningTask),
 		fencing: make(map[string]control.FencingToken),
+		logs:    make(map[string]*taskLog),
 	}
 }
+
+func (e *Executor) now() time.Time { return e.cfg.Now() }
 
 // Modules is the executor's module cache (fetch, verify, compile, keep).
 func (e *Executor) Modules() *ModuleCache { return e.modules }
@@ -155,6 +190,8 @@ func (e *Executor) DeployTask(_ context.Context, d control.Deployment) error {
 	e.tasks[d.ExecutionID] = t
 	e.wg.Add(1)
 	e.mu.Unlock()
+	t.log = e.newTaskLog(d)
+	e.event(t.log, d.ExecutionID, slog.LevelInfo, "task deployed", fmt.Sprintf("attempt=%d allocation=%s", d.Fencing.Attempt, d.AllocationID))
 
 	for _, s := range stale {
 		e.log.Info("canceling task of an older attempt", "job", s.d.JobID, "task", s.d.ExecutionID,
@@ -428,7 +465,8 @@ func (e *Executor) WarmModules(_ context.Context, refs []control.ModuleRef) erro
 func (e *Executor) run(ctx context.Context, t *runningTask) {
 	defer e.wg.Done()
 	d := t.d
-	log := e.log.With("job", d.JobID, "task", d.ExecutionID, "tenant", d.Tenant)
+	defer e.taskEnded(d.ExecutionID)
+	log := e.taskLogger(t.log, d.ExecutionID).With("job", d.JobID, "task", d.ExecutionID, "tenant", d.Tenant)
 	rep := newReporter(e.ctx, e.cfg.JobMasters, d, e.cfg.ReportTimeout, log, t.cancel)
 	// The task leaves the table as soon as it stops running (before its
 	// final report, so nothing waits on a slow JobMaster for it).
@@ -507,10 +545,14 @@ func (e *Executor) runTask(ctx context.Context, rt *runningTask, rep *reporter, 
 		Limits:   limits,
 		// The task adds its own job, task and tenant attributes: given
 		// log, every guest line would carry them twice.
-		Logger:      e.log,
-		OnRunning:   func() { rep.send(control.TaskUpdate{State: control.TaskRunning}) },
+		Logger: e.taskLogger(rt.log, d.ExecutionID),
+		OnRunning: func() {
+			e.event(rt.log, d.ExecutionID, slog.LevelInfo, "task running", "")
+			rep.send(control.TaskUpdate{State: control.TaskRunning})
+		},
 		Control:     rt.ctl,
 		Checkpoints: rep,
+		OnInstance:  func(in *wasmhost.Instance) { rt.inst.Store(in) },
 	}
 	if len(d.Chain) > 0 && d.Chain[0].Connector == jobgraph.ConnectorText {
 		deps.Splits = &splitSource{jms: e.cfg.JobMasters, d: d, vertexID: d.Chain[0].ID}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/common"
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/taskexecutor"
+	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/jobconfig"
@@ -30,6 +31,24 @@ type recorder struct {
 	err    error
 	called bool
 	warm   []control.ModuleRef
+	logs   control.TaskLogsRequest
+	tmLogs control.TaskManagerLogsRequest
+	stacks control.TaskStacksRequest
+}
+
+func (r *recorder) TaskLogs(_ context.Context, q control.TaskLogsRequest) ([]control.LogLine, error) {
+	r.called, r.logs = true, q
+	return []control.LogLine{{Source: "e1", Seq: 7, Dropped: 2, Message: "hello\x00"}}, r.err
+}
+
+func (r *recorder) TaskManagerLogs(_ context.Context, q control.TaskManagerLogsRequest) ([]control.LogLine, error) {
+	r.called, r.tmLogs = true, q
+	return nil, r.err
+}
+
+func (r *recorder) SampleStacks(_ context.Context, q control.TaskStacksRequest) ([]control.TaskStack, error) {
+	r.called, r.stacks = true, q
+	return []control.TaskStack{{ExecutionID: "e1", Samples: []control.StackCount{{Frames: []string{"a", "b"}, Count: 3}}, Total: 3}}, r.err
 }
 
 func (r *recorder) WarmModules(_ context.Context, refs []control.ModuleRef) error {
@@ -247,5 +266,50 @@ func TestWarmModulesEndpoint(t *testing.T) {
 		if wireCode(t, err) != common.ErrorCode_INVALID_ARGUMENT || rec.called {
 			t.Errorf("%s: err = %v, executor called %v; want INVALID_ARGUMENT, not called", name, err, rec.called)
 		}
+	}
+}
+
+func TestObserveEndpoints(t *testing.T) {
+	ctx := context.Background()
+	rec := &recorder{}
+	h := NewTaskExecutor(rec)
+	got, err := h.TaskLogs(ctx, &taskexecutor.TaskLogsRequest{JobId: "j", Tenant: "acme", Task: "map", After: map[string]int64{"e1": 6, "bad": -1}, Limit: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := rec.logs; q.JobID != "j" || q.Tenant != "acme" || q.Query.Task != "map" || q.Query.After["e1"] != 6 || q.Query.After["bad"] != 0 || q.Query.Limit != 5 {
+		t.Fatalf("executor got %+v", q)
+	}
+	if l := got.GetLines(); len(l) != 1 || l[0].Seq != 7 || l[0].Dropped != 2 || l[0].Message != "hello\x00" {
+		t.Fatalf("answer %+v", l)
+	}
+	if _, err := h.TaskManagerLogs(ctx, &taskexecutor.TaskManagerLogsRequest{Tenant: "acme", After: 9}); err != nil || rec.tmLogs.Tenant != "acme" || rec.tmLogs.All || rec.tmLogs.After != 9 {
+		t.Fatalf("task manager logs: %v, %+v", err, rec.tmLogs)
+	}
+	st, err := h.SampleStacks(ctx, &taskexecutor.TaskStacksRequest{JobId: "j", Tenant: "acme", DurationMs: 1500, IntervalMs: 5})
+	if err != nil || rec.stacks.Query.Duration != 1500*time.Millisecond || rec.stacks.Query.Interval != 5*time.Millisecond {
+		t.Fatalf("stacks: %v, %+v", err, rec.stacks)
+	}
+	if ts := st.GetTasks(); len(ts) != 1 || ts[0].Total != 3 || len(ts[0].Samples) != 1 || ts[0].Samples[0].Frames[1] != "b" {
+		t.Fatalf("stacks answer %+v", ts)
+	}
+
+	// Without the cluster secret nothing is read.
+	secret, err := auth.NewSecret([]byte("0123456789abcdef0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec = &recorder{}
+	h = NewTaskExecutor(rec).WithSecret(secret)
+	_, err1 := h.TaskLogs(ctx, &taskexecutor.TaskLogsRequest{JobId: "j", Tenant: "acme"})
+	_, err2 := h.TaskManagerLogs(ctx, &taskexecutor.TaskManagerLogsRequest{All: true})
+	_, err3 := h.SampleStacks(ctx, &taskexecutor.TaskStacksRequest{JobId: "j", Tenant: "acme"})
+	for _, err := range []error{err1, err2, err3} {
+		if wireCode(t, err) != common.ErrorCode_UNAUTHENTICATED {
+			t.Errorf("without the secret: %v", err)
+		}
+	}
+	if rec.called {
+		t.Error("the executor was called without the secret")
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/cloudwego/kitex/server"
 
+	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/common"
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/taskexecutor"
 	tesvc "github.com/sluicehq/sluice/idl/kitex_gen/sluice/taskexecutor/taskexecutor"
 	"github.com/sluicehq/sluice/internal/auth"
@@ -26,6 +27,9 @@ type Executor interface {
 	TriggerCheckpoint(ctx context.Context, tok control.FencingToken, executionID string, t checkpoint.Trigger) error
 	NotifyCheckpoint(ctx context.Context, tok control.FencingToken, executionID string, checkpointID int64, completed bool) error
 	WarmModules(ctx context.Context, refs []control.ModuleRef) error
+	TaskLogs(ctx context.Context, r control.TaskLogsRequest) ([]control.LogLine, error)
+	TaskManagerLogs(ctx context.Context, r control.TaskManagerLogsRequest) ([]control.LogLine, error)
+	SampleStacks(ctx context.Context, r control.TaskStacksRequest) ([]control.TaskStack, error)
 }
 
 // TaskExecutor serves the TaskExecutor Kitex service. Every method runs the
@@ -126,6 +130,51 @@ func (h *TaskExecutor) WarmModules(ctx context.Context, req *taskexecutor.WarmMo
 		return rpcserver.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "warm modules: %w", err))
 	}
 	return rpcserver.ToWire(h.ex.WarmModules(ctx, refs))
+}
+
+// TaskLogs returns the kept log lines of a job's tasks.
+func (h *TaskExecutor) TaskLogs(ctx context.Context, req *taskexecutor.TaskLogsRequest) (*common.LogLines, error) {
+	if err := h.peer(ctx); err != nil {
+		return nil, rpcserver.ToWire(err)
+	}
+	if req == nil {
+		return nil, rpcserver.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "task logs: no request"))
+	}
+	lines, err := h.ex.TaskLogs(ctx, rpcwire.TaskLogsFromWire(req))
+	if err != nil {
+		return nil, rpcserver.ToWire(err)
+	}
+	return rpcwire.LogLinesToWire(lines), nil
+}
+
+// TaskManagerLogs returns the TaskManager's own kept log lines.
+func (h *TaskExecutor) TaskManagerLogs(ctx context.Context, req *taskexecutor.TaskManagerLogsRequest) (*common.LogLines, error) {
+	if err := h.peer(ctx); err != nil {
+		return nil, rpcserver.ToWire(err)
+	}
+	if req == nil {
+		return nil, rpcserver.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "task manager logs: no request"))
+	}
+	lines, err := h.ex.TaskManagerLogs(ctx, rpcwire.TaskManagerLogsFromWire(req))
+	if err != nil {
+		return nil, rpcserver.ToWire(err)
+	}
+	return rpcwire.LogLinesToWire(lines), nil
+}
+
+// SampleStacks samples the guest stacks of a job's running tasks.
+func (h *TaskExecutor) SampleStacks(ctx context.Context, req *taskexecutor.TaskStacksRequest) (*common.TaskStacks, error) {
+	if err := h.peer(ctx); err != nil {
+		return nil, rpcserver.ToWire(err)
+	}
+	if req == nil {
+		return nil, rpcserver.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "sample stacks: no request"))
+	}
+	stacks, err := h.ex.SampleStacks(ctx, rpcwire.StacksRequestFromWire(req))
+	if err != nil {
+		return nil, rpcserver.ToWire(err)
+	}
+	return rpcwire.StacksToWire(stacks), nil
 }
 
 // RegisterTaskExecutor returns the registration of the TaskExecutor service

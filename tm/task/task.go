@@ -87,6 +87,9 @@ type Deps struct {
 	// Checkpoints receives the task's acknowledgements and declines; nil
 	// drops them.
 	Checkpoints Checkpoints
+	// OnInstance, when set, is handed the task's guest instance once it
+	// exists, so its stacks can be sampled from another goroutine.
+	OnInstance func(*wasmhost.Instance)
 }
 
 // Result is what a FINISHED task hands back.
@@ -354,6 +357,9 @@ func (t *task) open(ctx context.Context) error {
 			return err
 		}
 		t.inst = inst
+		if t.deps.OnInstance != nil {
+			t.deps.OnInstance(inst)
+		}
 		if err := inst.Open(ctx); err != nil {
 			return err
 		}

@@ -41,12 +41,26 @@ struct ListJobsResponse {
     1: list<JobSummary> jobs,
 }
 
+// A subtask's live figures (internal/control.TaskMetrics): counters since
+// the attempt started, Flink's per-second gauges.
+struct SubtaskMetrics {
+    1: i64 records_in,
+    2: i64 records_out,
+    3: i64 bytes_in,
+    4: i64 bytes_out,
+    5: i64 busy_ms_per_second,
+    6: i64 idle_ms_per_second,
+    7: i64 backpressured_ms_per_second,
+    8: i64 reported_ms,       // when the TaskManager measured them; 0 before the first report
+}
+
 struct SubtaskStatus {
     1: i32 index,
     2: string state,
     3: string task_manager,
     4: i32 attempt,
     5: string failure,
+    6: optional SubtaskMetrics metrics,
 }
 
 struct VertexStatus {

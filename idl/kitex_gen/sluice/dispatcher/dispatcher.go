@@ -308,12 +308,105 @@ var fieldIDToName_ListJobsResponse = map[int16]string{
 	1: "jobs",
 }
 
+type SubtaskMetrics struct {
+	RecordsIn                int64 `thrift:"records_in,1" frugal:"1,default,i64" json:"records_in"`
+	RecordsOut               int64 `thrift:"records_out,2" frugal:"2,default,i64" json:"records_out"`
+	BytesIn                  int64 `thrift:"bytes_in,3" frugal:"3,default,i64" json:"bytes_in"`
+	BytesOut                 int64 `thrift:"bytes_out,4" frugal:"4,default,i64" json:"bytes_out"`
+	BusyMsPerSecond          int64 `thrift:"busy_ms_per_second,5" frugal:"5,default,i64" json:"busy_ms_per_second"`
+	IdleMsPerSecond          int64 `thrift:"idle_ms_per_second,6" frugal:"6,default,i64" json:"idle_ms_per_second"`
+	BackpressuredMsPerSecond int64 `thrift:"backpressured_ms_per_second,7" frugal:"7,default,i64" json:"backpressured_ms_per_second"`
+	ReportedMs               int64 `thrift:"reported_ms,8" frugal:"8,default,i64" json:"reported_ms"`
+}
+
+func NewSubtaskMetrics() *SubtaskMetrics {
+	return &SubtaskMetrics{}
+}
+
+func (p *SubtaskMetrics) InitDefault() {
+}
+
+func (p *SubtaskMetrics) GetRecordsIn() (v int64) {
+	return p.RecordsIn
+}
+
+func (p *SubtaskMetrics) GetRecordsOut() (v int64) {
+	return p.RecordsOut
+}
+
+func (p *SubtaskMetrics) GetBytesIn() (v int64) {
+	return p.BytesIn
+}
+
+func (p *SubtaskMetrics) GetBytesOut() (v int64) {
+	return p.BytesOut
+}
+
+func (p *SubtaskMetrics) GetBusyMsPerSecond() (v int64) {
+	return p.BusyMsPerSecond
+}
+
+func (p *SubtaskMetrics) GetIdleMsPerSecond() (v int64) {
+	return p.IdleMsPerSecond
+}
+
+func (p *SubtaskMetrics) GetBackpressuredMsPerSecond() (v int64) {
+	return p.BackpressuredMsPerSecond
+}
+
+func (p *SubtaskMetrics) GetReportedMs() (v int64) {
+	return p.ReportedMs
+}
+func (p *SubtaskMetrics) SetRecordsIn(val int64) {
+	p.RecordsIn = val
+}
+func (p *SubtaskMetrics) SetRecordsOut(val int64) {
+	p.RecordsOut = val
+}
+func (p *SubtaskMetrics) SetBytesIn(val int64) {
+	p.BytesIn = val
+}
+func (p *SubtaskMetrics) SetBytesOut(val int64) {
+	p.BytesOut = val
+}
+func (p *SubtaskMetrics) SetBusyMsPerSecond(val int64) {
+	p.BusyMsPerSecond = val
+}
+func (p *SubtaskMetrics) SetIdleMsPerSecond(val int64) {
+	p.IdleMsPerSecond = val
+}
+func (p *SubtaskMetrics) SetBackpressuredMsPerSecond(val int64) {
+	p.BackpressuredMsPerSecond = val
+}
+func (p *SubtaskMetrics) SetReportedMs(val int64) {
+	p.ReportedMs = val
+}
+
+func (p *SubtaskMetrics) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("SubtaskMetrics(%+v)", *p)
+}
+
+var fieldIDToName_SubtaskMetrics = map[int16]string{
+	1: "records_in",
+	2: "records_out",
+	3: "bytes_in",
+	4: "bytes_out",
+	5: "busy_ms_per_second",
+	6: "idle_ms_per_second",
+	7: "backpressured_ms_per_second",
+	8: "reported_ms",
+}
+
 type SubtaskStatus struct {
-	Index       int32  `thrift:"index,1" frugal:"1,default,i32" json:"index"`
-	State       string `thrift:"state,2" frugal:"2,default,string" json:"state"`
-	TaskManager string `thrift:"task_manager,3" frugal:"3,default,string" json:"task_manager"`
-	Attempt     int32  `thrift:"attempt,4" frugal:"4,default,i32" json:"attempt"`
-	Failure     string `thrift:"failure,5" frugal:"5,default,string" json:"failure"`
+	Index       int32           `thrift:"index,1" frugal:"1,default,i32" json:"index"`
+	State       string          `thrift:"state,2" frugal:"2,default,string" json:"state"`
+	TaskManager string          `thrift:"task_manager,3" frugal:"3,default,string" json:"task_manager"`
+	Attempt     int32           `thrift:"attempt,4" frugal:"4,default,i32" json:"attempt"`
+	Failure     string          `thrift:"failure,5" frugal:"5,default,string" json:"failure"`
+	Metrics     *SubtaskMetrics `thrift:"metrics,6,optional" frugal:"6,optional,SubtaskMetrics" json:"metrics,omitempty"`
 }
 
 func NewSubtaskStatus() *SubtaskStatus {
@@ -342,6 +435,15 @@ func (p *SubtaskStatus) GetAttempt() (v int32) {
 func (p *SubtaskStatus) GetFailure() (v string) {
 	return p.Failure
 }
+
+var SubtaskStatus_Metrics_DEFAULT *SubtaskMetrics
+
+func (p *SubtaskStatus) GetMetrics() (v *SubtaskMetrics) {
+	if !p.IsSetMetrics() {
+		return SubtaskStatus_Metrics_DEFAULT
+	}
+	return p.Metrics
+}
 func (p *SubtaskStatus) SetIndex(val int32) {
 	p.Index = val
 }
@@ -357,6 +459,13 @@ func (p *SubtaskStatus) SetAttempt(val int32) {
 func (p *SubtaskStatus) SetFailure(val string) {
 	p.Failure = val
 }
+func (p *SubtaskStatus) SetMetrics(val *SubtaskMetrics) {
+	p.Metrics = val
+}
+
+func (p *SubtaskStatus) IsSetMetrics() bool {
+	return p.Metrics != nil
+}
 
 func (p *SubtaskStatus) String() string {
 	if p == nil {
@@ -371,6 +480,7 @@ var fieldIDToName_SubtaskStatus = map[int16]string{
 	3: "task_manager",
 	4: "attempt",
 	5: "failure",
+	6: "metrics",
 }
 
 type VertexStatus struct {

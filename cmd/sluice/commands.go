@@ -17,6 +17,9 @@ func commands() []*cobra.Command {
 		newSavepointCmd(),
 		newCheckpointsCmd(),
 		newOverviewCmd(),
+		newTopCmd(),
+		newLogsCmd(),
+		newStackCmd(),
 		newTenantCmd(),
 	}
 }

@@ -59,9 +59,17 @@ func detailsToWire(d jmd.Details) *dispatcher.JobDetails {
 	for _, v := range d.Vertices {
 		vs := &dispatcher.VertexStatus{Id: int32(v.ID), Name: v.Name, Parallelism: int32(v.Parallelism)}
 		for _, s := range v.Subtasks {
-			vs.Subtasks = append(vs.Subtasks, &dispatcher.SubtaskStatus{
+			st := &dispatcher.SubtaskStatus{
 				Index: int32(s.Index), State: s.State, TaskManager: s.TaskManager, Attempt: int32(s.Attempt), Failure: s.Failure,
-			})
+			}
+			if m := s.Metrics; !m.Reported.IsZero() {
+				st.Metrics = &dispatcher.SubtaskMetrics{
+					RecordsIn: m.RecordsIn, RecordsOut: m.RecordsOut, BytesIn: m.BytesIn, BytesOut: m.BytesOut,
+					BusyMsPerSecond: m.BusyMsPerSecond, IdleMsPerSecond: m.IdleMsPerSecond,
+					BackpressuredMsPerSecond: m.BackPressuredMsPerSecond, ReportedMs: m.Reported.UnixMilli(),
+				}
+			}
+			vs.Subtasks = append(vs.Subtasks, st)
 		}
 		w.Vertices = append(w.Vertices, vs)
 	}

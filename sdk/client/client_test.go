@@ -11,6 +11,7 @@ import (
 	"github.com/cloudwego/kitex/server"
 	"go.uber.org/goleak"
 
+	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/common"
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/dispatcher"
 	dispsvc "github.com/sluicehq/sluice/idl/kitex_gen/sluice/dispatcher/dispatcher"
 	"github.com/sluicehq/sluice/internal/rpcerr"
@@ -114,6 +115,62 @@ func (f *fakeDispatcher) DisposeSavepoint(_ context.Context, id string) error {
 		return rpcserver.ToWire(rpcerr.Errorf(rpcerr.ErrNotFound, "savepoint %q not found", id))
 	}
 	return nil
+}
+
+// GetLogs answers two lines of source "e1" after the cursor's seq.
+func (f *fakeDispatcher) GetLogs(_ context.Context, req *dispatcher.JobLogsRequest) (*common.LogLines, error) {
+	if req.JobId != "job-1" {
+		return nil, rpcserver.ToWire(rpcerr.Errorf(rpcerr.ErrJobNotFound, "job %q not found", req.JobId))
+	}
+	n := req.After["e1"]
+	return &common.LogLines{Lines: []*common.LogLine{
+		{Source: "e1", Seq: n + 1, Dropped: 3, TimeMs: 5000, Level: "INFO", Message: "one", Task: req.Task},
+		{Source: "e1", Seq: n + 2, TimeMs: 5001, Level: "WARN", Message: "two", Attrs: "k=v"},
+	}}, nil
+}
+
+func (f *fakeDispatcher) GetTaskManagerLogs(_ context.Context, req *dispatcher.TaskManagerLogsQuery) (*common.LogLines, error) {
+	return &common.LogLines{Lines: []*common.LogLine{{Seq: req.After + 1, TaskManager: req.TaskManagerId, Message: "tm"}}}, nil
+}
+
+func (f *fakeDispatcher) GetStacks(_ context.Context, req *dispatcher.JobStacksRequest) (*common.TaskStacks, error) {
+	return &common.TaskStacks{Tasks: []*common.TaskStack{
+		{ExecutionId: "e1", Task: "map", Total: 5, Samples: []*common.StackCount{{Frames: []string{"main", "hot fn"}, Count: 4}, {Frames: []string{"main"}, Count: 1}}},
+		{ExecutionId: "e2", Task: "map", Subtask: 1, Total: 2, Samples: []*common.StackCount{{Frames: []string{"main", "hot fn"}, Count: int64(req.DurationMs / 1000)}}},
+	}}, nil
+}
+
+func TestLogsAndStacks(t *testing.T) {
+	c, err := client.New(start(t, &fakeDispatcher{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	lines, err := c.Logs(ctx, "job-1", client.LogQuery{Task: "map", After: map[string]uint64{"e1": 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != 2 || lines[0].Seq != 11 || lines[0].Dropped != 3 || lines[0].Task != "map" || lines[1].Attrs != "k=v" || !lines[1].Time.Equal(time.UnixMilli(5001)) {
+		t.Fatalf("lines %+v", lines)
+	}
+	if _, err := c.Logs(ctx, "nope", client.LogQuery{}); !errors.Is(err, client.ErrJobNotFound) {
+		t.Fatalf("logs of an unknown job: %v", err)
+	}
+	if tl, err := c.TaskManagerLogs(ctx, "tm-1", 4, 0); err != nil || len(tl) != 1 || tl[0].Seq != 5 || tl[0].TaskManager != "tm-1" {
+		t.Fatalf("task manager logs %+v, %v", tl, err)
+	}
+	ts, err := c.Stacks(ctx, "job-1", client.StackQuery{Duration: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ts) != 2 || ts[0].Samples[0].Frames[1] != "hot fn" || ts[1].Samples[0].Count != 2 {
+		t.Fatalf("stacks %+v", ts)
+	}
+	got := client.FoldedStacks(ts)
+	want := []string{"main 1", "main;hot_fn 6"}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("folded %q, want %q", got, want)
+	}
 }
 
 func start(t *testing.T, f *fakeDispatcher) string {

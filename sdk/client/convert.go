@@ -57,13 +57,21 @@ func detailsFromWire(d *dispatcher.JobDetails) JobDetails {
 			if st == nil {
 				continue
 			}
-			vs.Subtasks = append(vs.Subtasks, SubtaskStatus{
+			ss := SubtaskStatus{
 				Index:       int(st.GetIndex()),
 				State:       st.GetState(),
 				TaskManager: st.GetTaskManager(),
 				Attempt:     int(st.GetAttempt()),
 				Failure:     st.GetFailure(),
-			})
+			}
+			if m := st.GetMetrics(); m != nil {
+				ss.Metrics = &SubtaskMetrics{
+					RecordsIn: m.RecordsIn, RecordsOut: m.RecordsOut, BytesIn: m.BytesIn, BytesOut: m.BytesOut,
+					BusyMsPerSecond: m.BusyMsPerSecond, IdleMsPerSecond: m.IdleMsPerSecond,
+					BackPressuredMsPerSecond: m.BackpressuredMsPerSecond, Reported: msTime(m.ReportedMs),
+				}
+			}
+			vs.Subtasks = append(vs.Subtasks, ss)
 		}
 		out.Vertices = append(out.Vertices, vs)
 	}

@@ -83,6 +83,88 @@ type SubtaskStatus struct {
 	TaskManager string `json:"task_manager,omitempty"`
 	Attempt     int    `json:"attempt"`
 	Failure     string `json:"failure,omitempty"`
+	// Metrics is the attempt's latest report from its TaskManager; nil
+	// before the first.
+	Metrics *SubtaskMetrics `json:"metrics,omitempty"`
+}
+
+// SubtaskMetrics are a subtask's live figures: counters since its attempt
+// started, and Flink's per-second gauges over the TaskManager's last
+// report interval.
+type SubtaskMetrics struct {
+	RecordsIn                int64     `json:"records_in"`
+	RecordsOut               int64     `json:"records_out"`
+	BytesIn                  int64     `json:"bytes_in"`
+	BytesOut                 int64     `json:"bytes_out"`
+	BusyMsPerSecond          int64     `json:"busy_ms_per_second"`
+	IdleMsPerSecond          int64     `json:"idle_ms_per_second"`
+	BackPressuredMsPerSecond int64     `json:"backpressured_ms_per_second"`
+	Reported                 time.Time `json:"reported"` // when the TaskManager measured them
+}
+
+// LogLine is one kept log line of a task, or of a TaskManager's own log.
+// Message and Attrs hold what a guest wrote: print them escaped.
+type LogLine struct {
+	// Source is the task's execution id ("" for a TaskManager's own log);
+	// Seq numbers the lines of one source from 1, without gaps.
+	Source string `json:"source"`
+	Seq    uint64 `json:"seq"`
+	// Dropped is how many lines of the source, after the cursor the
+	// reader passed, were lost just before this one (the TaskManager keeps
+	// a bounded number).
+	Dropped     uint64    `json:"dropped,omitempty"`
+	Time        time.Time `json:"time"`
+	Level       string    `json:"level"`
+	Message     string    `json:"message"`
+	Attrs       string    `json:"attrs,omitempty"`
+	TaskManager string    `json:"task_manager,omitempty"`
+	JobID       string    `json:"job_id,omitempty"`
+	Task        string    `json:"task,omitempty"`
+	Subtask     int       `json:"subtask"`
+	Attempt     int       `json:"attempt"`
+}
+
+// LogQuery selects log lines.
+type LogQuery struct {
+	// Task keeps only the task with this name or with an operator of this
+	// name; "" keeps all.
+	Task string
+	// After is the cursor: the newest Seq seen of each Source. Lines up to
+	// it are not sent again.
+	After map[string]uint64
+	// Limit bounds the lines of each source (the newest kept); 0 means
+	// the server's bound.
+	Limit int
+}
+
+// StackQuery asks for guest call stacks.
+type StackQuery struct {
+	Task string // as LogQuery.Task
+	// Duration 0 takes one current stack of each running task; more
+	// samples them at every Interval (0: the server's default, 10ms) for
+	// that long (at most a minute).
+	Duration time.Duration
+	Interval time.Duration
+}
+
+// StackCount is one distinct guest call stack, outermost frame first
+// (function names from the module's name section: print them escaped),
+// and how many samples found it.
+type StackCount struct {
+	Frames []string `json:"frames"`
+	Count  int64    `json:"count"`
+}
+
+// TaskStack is what sampling found in one running task: no samples when
+// its guest ran no code meanwhile (it waited for input).
+type TaskStack struct {
+	ExecutionID string       `json:"execution_id"`
+	TaskManager string       `json:"task_manager"`
+	Task        string       `json:"task"`
+	Subtask     int          `json:"subtask"`
+	Attempt     int          `json:"attempt"`
+	Samples     []StackCount `json:"samples,omitempty"`
+	Total       int64        `json:"total"`
 }
 
 // VertexStatus is one operator of the job graph with its subtasks.

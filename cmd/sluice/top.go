@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -149,7 +150,7 @@ func topRows(prev, cur map[string]client.JobDetails) []topRow {
 			}
 		}
 		for _, v := range d.Vertices {
-			r := topRow{Job: id, JobName: d.Name, State: d.State, Vertex: v.Name, Parallelism: v.Parallelism,
+			r := topRow{Job: cmp.Or(d.ID, id), JobName: d.Name, State: d.State, Vertex: v.Name, Parallelism: v.Parallelism,
 				InRate: -1, OutRate: -1, InBytes: -1, OutBytes: -1}
 			for _, s := range v.Subtasks {
 				if s.State == client.StateRunning {

@@ -84,8 +84,14 @@ type testTask struct {
 
 func openTask(t testing.TB, args []string, chain []int, cfg TaskConfig) *testTask {
 	t.Helper()
-	ctx := context.Background()
 	_, mod := testGuest(t)
+	return openTaskOn(t, mod, args, chain, cfg)
+}
+
+// openTaskOn is openTask on a module of the caller's.
+func openTaskOn(t testing.TB, mod *Module, args []string, chain []int, cfg TaskConfig) *testTask {
+	t.Helper()
+	ctx := context.Background()
 	g, err := mod.Plan(ctx, args, Limits{})
 	if err != nil {
 		t.Fatalf("plan: %v", err)

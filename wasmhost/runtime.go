@@ -63,6 +63,9 @@ type Runtime struct {
 	// sampling counts the stack samples in progress, so the $tick listener
 	// of every instance returns at once while there are none (stacks.go).
 	sampling atomic.Int32
+	// noTickListener compiles modules without the $tick listener: only
+	// the benchmark that measures the listener's cost sets it.
+	noTickListener bool
 }
 
 type compileCall struct {
@@ -409,7 +412,10 @@ func (rt *Runtime) compile(ctx context.Context, wasm []byte, digest string, chec
 	// With two or more workers wazero checks ctx between functions, so a
 	// canceled or timed-out compile stops within one function's compile;
 	// with one it would run to the end.
-	cctx := experimental.WithFunctionListenerFactory(experimental.WithCompilationWorkers(ctx, rt.cfg.compileWorkers), rt.listenerFactory())
+	cctx := experimental.WithCompilationWorkers(ctx, rt.cfg.compileWorkers)
+	if !rt.noTickListener {
+		cctx = experimental.WithFunctionListenerFactory(cctx, rt.listenerFactory())
+	}
 	cm, err := rt.r.CompileModule(cctx, inst)
 	if err != nil {
 		if ctx.Err() != nil {

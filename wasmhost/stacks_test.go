@@ -3,10 +3,12 @@ package wasmhost
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/abi"
 	"github.com/sluicehq/sluice/internal/testutil"
 )
 
@@ -76,5 +78,71 @@ func TestStackOfAnIdleGuestIsEmpty(t *testing.T) {
 	}
 	if p.Total != 0 || len(p.Stacks) != 0 {
 		t.Fatalf("an idle guest has stacks: %+v", p)
+	}
+}
+
+// BenchmarkStackSampling measures what stack sampling costs a guest, in
+// the same run: the map benchmark's guests (compute: hot loops, the most
+// fuel ticks per record; upper: a small map) on a module compiled without
+// the $tick listener (as before stack samples existed, but for the call to
+// $tick), with it and nobody sampling ("off"), and with a sampler running
+// all the time at 10ms ("on"). Rounds alternate the three; the figures are
+// the medians of the per-round ratios to the module without the listener.
+func BenchmarkStackSampling(b *testing.B) {
+	testGuest(b)
+	ctx := context.Background()
+	plain, err := NewRuntime(ctx, NewRuntimeConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer plain.Close(ctx)
+	plain.noTickListener = true
+	plainMod, err := plain.Compile(ctx, shared.wasm)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, mod := testGuest(b)
+	for _, tc := range []struct {
+		name, mode string
+		size       int
+	}{{"compute", "bench-compute", 100}, {"upper", "bench", 1000}} {
+		b.Run(tc.name, func(b *testing.B) {
+			recs := benchBatch(tc.size)
+			emit := TaskConfig{Emit: func([]abi.Record) error { return nil }}
+			none := openTaskOn(b, plainMod, []string{tc.mode}, []int{2}, emit)
+			off := openTaskOn(b, mod, []string{tc.mode}, []int{2}, emit)
+			on := openTaskOn(b, mod, []string{tc.mode}, []int{2}, emit)
+			sctx, stop := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for sctx.Err() == nil {
+					on.in.SampleStacks(sctx, 100*time.Millisecond, 10*time.Millisecond)
+				}
+			}()
+			defer func() { stop(); <-done }()
+			per := func(tt *testTask) time.Duration {
+				return measure(20*time.Millisecond, func() {
+					if err := tt.in.Process(ctx, recs); err != nil {
+						b.Fatal(err)
+					}
+				})
+			}
+			var offR, onR []float64
+			var noneT []time.Duration
+			b.ResetTimer()
+			for i := 0; i < max(b.N, 9); i++ {
+				n := per(none)
+				noneT = append(noneT, n)
+				offR = append(offR, float64(per(off))/float64(n))
+				onR = append(onR, float64(per(on))/float64(n))
+			}
+			b.StopTimer()
+			med := func(xs []float64) float64 { slices.Sort(xs); return xs[len(xs)/2] }
+			slices.Sort(noneT)
+			b.ReportMetric(med(offR), "off/none")
+			b.ReportMetric(med(onR), "on/none")
+			b.ReportMetric(float64(noneT[len(noneT)/2].Nanoseconds())/float64(tc.size), "none-ns/record")
+		})
 	}
 }

@@ -145,9 +145,9 @@ func (f *logFollower) run(ctx context.Context, follow bool, every time.Duration)
 func printLogLine(w io.Writer, l client.LogLine) {
 	who := l.TaskManager
 	if l.Task != "" {
-		who = quoteName(l.Task)
+		who = fmt.Sprintf("%s[%d]", quoteName(l.Task), l.Subtask)
 		if l.Attempt > 0 {
-			who += fmt.Sprintf(" #%d", l.Attempt)
+			who += fmt.Sprintf(" attempt %d", l.Attempt)
 		}
 	}
 	if l.Dropped > 0 {

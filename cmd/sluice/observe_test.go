@@ -73,7 +73,7 @@ func TestLogAndStackOutputEscapesGuestText(t *testing.T) {
 	if strings.Contains(out, "\x1b") || strings.Count(out, "\n") != 2 {
 		t.Fatalf("log output not escaped to two lines:\n%q", out)
 	}
-	for _, want := range []string{"... 4 lines of \"map\\x1b[31m\" dropped", `"hi\x1b[2J\nthere"  stream=stdout`} {
+	for _, want := range []string{"... 4 lines of \"map\\x1b[31m\"[0] dropped", `"hi\x1b[2J\nthere"  stream=stdout`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("log output lacks %q:\n%s", want, out)
 		}

@@ -182,7 +182,7 @@ func printTop(w io.Writer, rows []topRow, now time.Time) {
 		fmt.Fprintln(w, "no running jobs")
 		return
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tNAME\tVERTEX\tRUNNING\tIN REC/S\tOUT REC/S\tIN B/S\tOUT B/S\tBUSY MS/S\tBACKPR MS/S\t")
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%d\t%d\t\n", shortID(r.Job), quoteName(r.JobName), quoteName(r.Vertex),

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -228,4 +229,47 @@ func (d *Dispatcher) Stacks(ctx context.Context, tenant, job string, q StackQuer
 		return cmp.Or(cmp.Compare(a.Task, b.Task), cmp.Compare(a.Subtask, b.Subtask), cmp.Compare(a.Attempt, b.Attempt), cmp.Compare(a.ExecutionID, b.ExecutionID))
 	})
 	return stacks, nil
+}
+
+// FlameNode is one frame of a flame graph (Flink's JobVertexFlameGraph
+// node): its function, the samples that passed through it, and its
+// callees.
+type FlameNode struct {
+	Name     string
+	Value    int64
+	Children []FlameNode
+}
+
+// FlameGraph merges the samples of stacks into one tree under a "root"
+// node, callees sorted by name.
+func FlameGraph(stacks []TaskStack) FlameNode {
+	type node struct {
+		value    int64
+		children map[string]*node
+	}
+	root := &node{children: map[string]*node{}}
+	for _, t := range stacks {
+		for _, s := range t.Samples {
+			n := root
+			n.value += s.Count
+			for _, f := range s.Frames {
+				c, ok := n.children[f]
+				if !ok {
+					c = &node{children: map[string]*node{}}
+					n.children[f] = c
+				}
+				c.value += s.Count
+				n = c
+			}
+		}
+	}
+	var build func(name string, n *node) FlameNode
+	build = func(name string, n *node) FlameNode {
+		out := FlameNode{Name: name, Value: n.value}
+		for _, k := range slices.Sorted(maps.Keys(n.children)) {
+			out.Children = append(out.Children, build(k, n.children[k]))
+		}
+		return out
+	}
+	return build("root", root)
 }

@@ -162,3 +162,24 @@ func submit(t *testing.T, d *Dispatcher, tenant string) string {
 	}
 	return id
 }
+
+func TestFlameGraphMergesStacks(t *testing.T) {
+	g := FlameGraph([]TaskStack{
+		{Samples: []control.StackCount{{Frames: []string{"main", "b", "hot"}, Count: 5}, {Frames: []string{"main", "a"}, Count: 1}}},
+		{Samples: []control.StackCount{{Frames: []string{"main", "b", "hot"}, Count: 2}, {Frames: []string{"main", "b"}, Count: 1}}},
+	})
+	if g.Name != "root" || g.Value != 9 || len(g.Children) != 1 {
+		t.Fatalf("root %+v", g)
+	}
+	m := g.Children[0]
+	if m.Name != "main" || m.Value != 9 || len(m.Children) != 2 || m.Children[0].Name != "a" || m.Children[0].Value != 1 {
+		t.Fatalf("main %+v", m)
+	}
+	b := m.Children[1]
+	if b.Name != "b" || b.Value != 8 || len(b.Children) != 1 || b.Children[0].Name != "hot" || b.Children[0].Value != 7 {
+		t.Fatalf("b %+v", b)
+	}
+	if e := FlameGraph(nil); e.Value != 0 || len(e.Children) != 0 {
+		t.Fatalf("empty %+v", e)
+	}
+}

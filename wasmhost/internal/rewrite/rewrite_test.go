@@ -123,6 +123,7 @@ func TestInstrumentRejects(t *testing.T) {
 	}{
 		{"start function", testModule{extra: [][]byte{sect(wasmbin.SectionStart, 0)}}, "start function"},
 		{"reserved export", testModule{export: InterruptExport}, "is reserved"},
+		{"reserved tick export", testModule{export: TickExport}, "is reserved"},
 		{"no memory", testModule{noMemory: true}, "no linear memory"},
 		{"foreign global", testModule{body: []byte{0, 0x23, 0x00, 0x1a, 0x0b}}, "function 0: global index 0 out of range"},
 		{"unknown instruction", testModule{body: []byte{0, 0xff, 0x0b}}, "unsupported instruction 0xff"},

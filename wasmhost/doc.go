@@ -28,6 +28,13 @@
 // wazero's context-based closing). Host functions that receive bad pointers
 // panic with a trap error, which wazero turns into a trap of the guest call.
 //
+// # Stack samples
+//
+// Instance.SampleStacks takes the guest's current call stack, or a profile of
+// them, from another goroutine while the task runs: a wazero function
+// listener on the fuel check's $tick function alone walks the stack there,
+// and returns at once while nobody samples (stacks.go).
+//
 // # Inside
 //
 // The parsing and encoding live in internal packages, each one reader with

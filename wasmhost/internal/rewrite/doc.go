@@ -9,9 +9,13 @@
 //	$fuel -= 1
 //	if $fuel == 0 {
 //	    $fuel = FuelInterval
-//	    drop(memory.grow(0))           ;; comes back to Go: see below
+//	    call $tick                     ;; drop(memory.grow(0)): comes back to Go, see below
 //	    if $interrupt { unreachable }
 //	}
+//
+// $tick is a function appended to the module (so no index moves), exported
+// as [TickExport]: being a function of its own, it is where the host may
+// look at the guest's call stack (a wazero listener on it alone).
 //
 // The host sets $interrupt (exported as [InterruptExport]) when a call's
 // deadline passes; the guest traps within FuelInterval loop iterations or

@@ -150,6 +150,38 @@ func (in *Instance) Process(ctx context.Context, recs []abi.Record) error {
 	return in.callBatch(ctx, abi.ExportProcess, in.fns.process, recs)
 }
 
+// ProcessEncoded is Process for a batch already in the ABI's encoding
+// (docs/ABI.md section 2, as abi.AppendBatch writes it: a text source's
+// lines, or a buffer from the exchange): it is checked and copied into the
+// input region as it is, without decoding and re-encoding each record.
+//
+// # Errors
+//
+// As Process's; a batch that is not well-formed is refused, wrapping
+// abi.ErrMalformedBatch, before the guest is called, and leaves the
+// instance usable.
+func (in *Instance) ProcessEncoded(ctx context.Context, batch []byte) error {
+	n, err := abi.CheckBatch(batch)
+	if err != nil {
+		return fmt.Errorf("%s: %w", abi.ExportProcess, err)
+	}
+	if n == 0 {
+		return nil
+	}
+	if len(batch) > math.MaxInt32 {
+		return fmt.Errorf("%s: batch of %d bytes is too large", abi.ExportProcess, len(batch))
+	}
+	ptr, err := in.region(ctx, len(batch))
+	if err != nil {
+		return err
+	}
+	view, _ := in.mem.Read(ptr, uint32(len(batch)))
+	copy(view, batch)
+	in.stack[0], in.stack[1] = uint64(ptr), uint64(len(batch))
+	_, err = in.call(ctx, abi.ExportProcess, in.fns.process, in.stack[:2])
+	return err
+}
+
 // callBatch encodes recs straight into the guest's input region and calls fn
 // with it.
 func (in *Instance) callBatch(ctx context.Context, name string, fn api.Function, recs []abi.Record) error {

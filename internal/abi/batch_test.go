@@ -53,6 +53,9 @@ func TestDecodeBatchRejects(t *testing.T) {
 		if _, err := DecodeBatch(nil, b); !errors.Is(err, ErrMalformedBatch) {
 			t.Errorf("%s: err = %v, want ErrMalformedBatch", name, err)
 		}
+		if _, err := CheckBatch(b); !errors.Is(err, ErrMalformedBatch) {
+			t.Errorf("%s: CheckBatch err = %v, want ErrMalformedBatch", name, err)
+		}
 	}
 }
 
@@ -62,12 +65,51 @@ func FuzzDecodeBatch(f *testing.F) {
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		recs, err := DecodeBatch(nil, b)
+		// CheckBatch accepts exactly what DecodeBatch accepts.
+		if n, cerr := CheckBatch(b); (cerr == nil) != (err == nil) || (err == nil && n != len(recs)) {
+			t.Fatalf("CheckBatch = %d, %v; DecodeBatch = %d records, %v", n, cerr, len(recs), err)
+		}
 		if err != nil {
 			return
 		}
 		// Anything accepted re-encodes to exactly the same bytes.
 		if again := AppendBatch(nil, recs); !bytes.Equal(again, b) {
 			t.Fatalf("re-encoding changed the batch: %x -> %x", b, again)
+		}
+	})
+}
+
+// BenchmarkIntoGuest compares the host's two ways of putting a batch of
+// 1,024 text lines (about 48 bytes each, as the word count's) into guest
+// memory: encoding records (AppendBatch, what wasmhost's Process does) and
+// checking and copying bytes already encoded (CheckBatch and copy, what
+// ProcessEncoded does with a text source's or the exchange's batch).
+func BenchmarkIntoGuest(b *testing.B) {
+	recs := make([]Record, 1024)
+	for i := range recs {
+		recs[i].Value = bytes.Repeat([]byte{'a' + byte(i%26)}, 40+i%17)
+	}
+	enc := AppendBatch(nil, recs)
+	view := make([]byte, len(enc))
+	b.Run("encode", func(b *testing.B) {
+		b.SetBytes(int64(len(enc)))
+		for b.Loop() {
+			size := 4
+			for i := range recs {
+				size += RecordSize(&recs[i])
+			}
+			if len(AppendBatch(view[:0], recs)) != size {
+				b.Fatal("size")
+			}
+		}
+	})
+	b.Run("check-copy", func(b *testing.B) {
+		b.SetBytes(int64(len(enc)))
+		for b.Loop() {
+			if _, err := CheckBatch(enc); err != nil {
+				b.Fatal(err)
+			}
+			copy(view, enc)
 		}
 	})
 }

@@ -21,6 +21,10 @@ type Batch struct {
 	Records []abi.Record
 	// Event is set (Event.Type != 0) when the element is an event.
 	Event Event
+	// Encoded is the buffer Records were decoded from, a well-formed ABI
+	// batch (docs/ABI.md section 2), for a consumer that passes it on as it
+	// is; nil for an event. It is recycled with Records.
+	Encoded []byte
 }
 
 // IsEvent reports whether b is an event rather than records.
@@ -378,7 +382,7 @@ func (g *InputGate) Next(ctx context.Context) (Batch, error) {
 			g.fail(err)
 			return Batch{}, err
 		}
-		return Batch{Producer: ic.producer, Records: recs}, nil
+		return Batch{Producer: ic.producer, Records: recs, Encoded: it.data}, nil
 	}
 }
 

@@ -2,6 +2,7 @@ package task
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -421,15 +422,22 @@ func (t *task) keep(v []byte) []byte {
 	return t.collArena[start:len(t.collArena):len(t.collArena)]
 }
 
-// process hands one batch to the chain's head.
-func (t *task) process(ctx context.Context, recs []abi.Record) error {
+// process hands one batch to the chain's head. enc, when not nil, is recs
+// in the ABI's encoding, which the guest gets as it is.
+func (t *task) process(ctx context.Context, recs []abi.Record, enc []byte) error {
 	if len(recs) == 0 {
 		return nil
 	}
 	if t.inst == nil {
 		return t.emit(recs)
 	}
-	if err := t.inst.Process(ctx, recs); err != nil {
+	var err error
+	if enc != nil {
+		err = t.inst.ProcessEncoded(ctx, enc)
+	} else {
+		err = t.inst.Process(ctx, recs)
+	}
+	if err != nil {
 		return err
 	}
 	return t.fireDueTimers(ctx)
@@ -480,7 +488,7 @@ func (t *task) run(ctx context.Context) error {
 func (t *task) runText(ctx context.Context) error {
 	var b lineBatch
 	flush := func() error {
-		err := t.process(ctx, b.recs)
+		err := t.process(ctx, b.recs, b.encoded())
 		b.reset()
 		return err
 	}
@@ -500,7 +508,7 @@ func (t *task) runText(ctx context.Context) error {
 		err = readSplit(ctx, t.deps.Blob, sp, func(line []byte, next int64) error {
 			b.add(line)
 			t.nextOffset = next
-			if len(b.recs) >= batchRecords || len(b.arena) >= batchBytes {
+			if len(b.recs) >= batchRecords || b.lineBytes >= batchBytes {
 				if err := flush(); err != nil {
 					return err
 				}
@@ -553,26 +561,45 @@ func (t *task) nextSplit(ctx context.Context, src *source) (checkpoint.Split, bo
 	}
 }
 
-// lineBatch gathers lines as records; the records alias arena until reset.
+// lineBatch gathers lines in the ABI's batch encoding (docs/ABI.md section
+// 2: a record count, then each line as a record with neither key nor time),
+// which the guest gets as it is, and as records that alias it, until reset.
 type lineBatch struct {
-	arena []byte
-	recs  []abi.Record
+	enc       []byte // the count (set by encoded), then the records
+	recs      []abi.Record
+	lineBytes int // the lines' bytes, without the encoding's
 }
 
 func (b *lineBatch) add(line []byte) {
-	start := len(b.arena)
-	b.arena = append(b.arena, line...)
+	if len(b.enc) == 0 {
+		b.enc = append(b.enc, 0, 0, 0, 0)
+	}
+	// A line is at most maxLineBytes, far below the 4 GiB a length holds.
+	b.enc = binary.LittleEndian.AppendUint32(append(b.enc, 0), uint32(len(line)))
+	start := len(b.enc)
+	b.enc = append(b.enc, line...)
 	b.recs = append(b.recs, abi.Record{})
-	// Set after appending: arena may have moved.
-	b.recs[len(b.recs)-1].Value = b.arena[start:len(b.arena):len(b.arena)]
+	// Set after appending: enc may have moved.
+	b.recs[len(b.recs)-1].Value = b.enc[start:len(b.enc):len(b.enc)]
+	b.lineBytes += len(line)
+}
+
+// encoded returns the batch's encoding, nil when it is empty.
+func (b *lineBatch) encoded() []byte {
+	if len(b.recs) == 0 {
+		return nil
+	}
+	binary.LittleEndian.PutUint32(b.enc, uint32(len(b.recs)))
+	return b.enc
 }
 
 func (b *lineBatch) reset() {
-	// Records handed out earlier may still point into an old arena array;
-	// they were consumed synchronously, so reusing it is safe.
-	b.arena = b.arena[:0]
+	// Records handed out earlier may still point into an old array; they
+	// were consumed synchronously, so reusing it is safe.
+	b.enc = b.enc[:0]
 	clear(b.recs)
 	b.recs = b.recs[:0]
+	b.lineBytes = 0
 }
 
 // runGuestSource polls the guest source; commands are taken between polls.
@@ -685,7 +712,7 @@ func (t *task) handle(ctx context.Context, gate int, b exchange.Batch) error {
 	if b.IsEvent() {
 		return t.onEvent(ctx, gate, b.Producer, b.Event)
 	}
-	return t.process(ctx, b.Records)
+	return t.process(ctx, b.Records, b.Encoded)
 }
 
 // inputMsg is one element of one of several gates. The gate's reader waits

@@ -20,6 +20,14 @@
  * the ones changed since the last checkpoint to keyed state at every
  * barrier (state_put_batch), reads keyed state back when the task opens
  * (after a restore), and emits every word at the end of input.
+ *
+ * With --combine, the word key_by pre-aggregates (a combiner, as Hadoop's
+ * word count has): it counts the words of each call in a second table and
+ * emits one record per distinct word, valued with its count in the call
+ * (8 bytes, little-endian), at the end of the call; the count adds the
+ * values instead of counting records. Nothing is held between calls, so a
+ * barrier never finds counts in flight. It sends fewer records through the
+ * exchange and spreads the skew of frequent words (see BENCHMARKS.md).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -175,7 +183,7 @@ typedef struct {
     int64_t count;
 } entry;
 
-static struct {
+typedef struct {
     uint32_t *slots; /* 0 = empty, else index into ents + 1 */
     uint32_t nslots;
     entry *ents;
@@ -183,7 +191,12 @@ static struct {
     buf keys;
     uint32_t *dirty;
     uint32_t ndirty, capdirty;
-} tab;
+} table;
+
+/* tab holds the count's accumulators; comb the combiner's counts of the
+ * current call (--combine). */
+static table tab, comb;
+static int combine; /* --combine was passed */
 
 static uint32_t hash(const uint8_t *p, uint32_t n) {
     uint32_t h = 2166136261u;
@@ -191,40 +204,46 @@ static uint32_t hash(const uint8_t *p, uint32_t n) {
     return h ^ h >> 15;
 }
 
-static void tab_grow(void) {
-    uint32_t ns = tab.nslots ? tab.nslots * 2 : 1024;
+static void tab_grow(table *t) {
+    uint32_t ns = t->nslots ? t->nslots * 2 : 1024;
     uint32_t *s = calloc(ns, sizeof *s);
     if (!s) abort();
-    for (uint32_t e = 0; e < tab.n; e++) {
-        uint32_t i = tab.ents[e].hash & (ns - 1);
+    for (uint32_t e = 0; e < t->n; e++) {
+        uint32_t i = t->ents[e].hash & (ns - 1);
         while (s[i]) i = (i + 1) & (ns - 1);
         s[i] = e + 1;
     }
-    free(tab.slots);
-    tab.slots = s, tab.nslots = ns;
+    free(t->slots);
+    t->slots = s, t->nslots = ns;
 }
 
-/* tab_entry returns key's entry, adding it with count 0 when new. */
-static entry *tab_entry(const uint8_t *key, uint32_t klen) {
-    if (2 * (tab.n + 1) > tab.nslots) tab_grow();
-    uint32_t h = hash(key, klen), mask = tab.nslots - 1;
+/* tab_entry returns key's entry in t, adding it with count 0 when new. */
+static entry *tab_entry(table *t, const uint8_t *key, uint32_t klen) {
+    if (2 * (t->n + 1) > t->nslots) tab_grow(t);
+    uint32_t h = hash(key, klen), mask = t->nslots - 1;
     for (uint32_t i = h & mask;; i = (i + 1) & mask) {
-        uint32_t s = tab.slots[i];
+        uint32_t s = t->slots[i];
         if (!s) {
-            if (tab.n == tab.cap) {
-                tab.cap = tab.cap ? 2 * tab.cap : 1024;
-                tab.ents = realloc(tab.ents, tab.cap * sizeof *tab.ents);
-                if (!tab.ents) abort();
+            if (t->n == t->cap) {
+                t->cap = t->cap ? 2 * t->cap : 1024;
+                t->ents = realloc(t->ents, t->cap * sizeof *t->ents);
+                if (!t->ents) abort();
             }
-            entry *e = &tab.ents[tab.n];
-            *e = (entry){.hash = h, .koff = tab.keys.len, .klen = klen};
-            buf_add(&tab.keys, key, klen);
-            tab.slots[i] = ++tab.n;
+            entry *e = &t->ents[t->n];
+            *e = (entry){.hash = h, .koff = t->keys.len, .klen = klen};
+            buf_add(&t->keys, key, klen);
+            t->slots[i] = ++t->n;
             return e;
         }
-        entry *e = &tab.ents[s - 1];
-        if (e->hash == h && e->klen == klen && memcmp(tab.keys.p + e->koff, key, klen) == 0) return e;
+        entry *e = &t->ents[s - 1];
+        if (e->hash == h && e->klen == klen && memcmp(t->keys.p + e->koff, key, klen) == 0) return e;
     }
+}
+
+/* tab_clear empties t, keeping its memory. */
+static void tab_clear(table *t) {
+    if (t->n) memset(t->slots, 0, t->nslots * sizeof *t->slots);
+    t->n = 0, t->keys.len = 0;
 }
 
 static void mark_dirty(entry *e) {
@@ -276,9 +295,32 @@ static void tokenize(int at, const record *r) {
 }
 
 static void count(const record *r) {
-    entry *e = tab_entry(r->key, r->klen);
-    e->count++;
+    entry *e = tab_entry(&tab, r->key, r->klen);
+    if (combine) {
+        int64_t n;
+        if (r->vlen != 8) abort(); /* the combiner sends 8-byte counts */
+        memcpy(&n, r->value, 8);
+        e->count += n;
+    } else {
+        e->count++;
+    }
     mark_dirty(e);
+}
+
+/* The combiner flushes before its table outgrows this many words. */
+#define COMBINE_MAX (64 << 10)
+
+static int word_at = -1; /* index of V_WORD in chain, or -1 */
+
+/* combine_flush sends each word the combiner counted as one record. */
+static void combine_flush(void) {
+    for (uint32_t i = 0; i < comb.n; i++) {
+        entry *e = &comb.ents[i];
+        record r = {.key = comb.keys.p + e->koff, .klen = e->klen, .has_key = 1,
+                    .value = (const uint8_t *)&e->count, .vlen = 8};
+        push(word_at + 1, &r);
+    }
+    tab_clear(&comb);
 }
 
 static void format(int at, const record *r) {
@@ -304,6 +346,11 @@ static void push(int at, const record *r) {
         tokenize(at, r);
         break;
     case V_WORD: {
+        if (combine) {
+            if (comb.n == COMBINE_MAX) combine_flush();
+            tab_entry(&comb, r->value, r->vlen)->count++;
+            break;
+        }
         record k = *r;
         k.key = r->value, k.klen = r->vlen, k.has_key = 1;
         push(at + 1, &k);
@@ -324,7 +371,8 @@ EXPORT("sluice_abi_v1") void abi_v1(void) {}
 EXPORT("sluice_alloc") void *s_alloc(uint32_t n) { return malloc(n); }
 EXPORT("sluice_free") void s_free(void *p) { free(p); }
 
-/* sluice_plan: the arguments are `--input PATH` (or --input=PATH), repeated. */
+/* sluice_plan: the arguments are `--input PATH` (or --input=PATH), repeated,
+ * and --combine. */
 EXPORT("sluice_plan") int32_t s_plan(const uint8_t *b, uint32_t n) {
     if (n < 4) return failf("plan: arguments: %s", "truncated batch");
     uint32_t count = get_u32(b), pos = 4;
@@ -346,8 +394,10 @@ EXPORT("sluice_plan") int32_t s_plan(const uint8_t *b, uint32_t n) {
             continue;
         } else if (strncmp(a, "--input=", 8) == 0 || strncmp(a, "-input=", 7) == 0) {
             v = strchr(a, '=') + 1, vlen = r.vlen - (uint32_t)(v - a);
+        } else if (strcmp(a, "--combine") == 0 && r.vlen == 9) {
+            continue; /* read again by every task, from its task info */
         } else {
-            return failf("unknown argument %s: wordcount-c takes --input PATH (repeatable)", a);
+            return failf("unknown argument %s: wordcount-c takes --input PATH (repeatable) and --combine", a);
         }
         if (inputs++) buf_str(&paths, ",");
         buf_json(&paths, v, vlen);
@@ -392,14 +442,29 @@ static void restore(void) {
         for (uint32_t i = 0; i < cnt; i++) {
             record r;
             if (!next(b.p, (uint32_t)n, &pos, &r) || !r.has_key || r.vlen != 8) abort();
-            entry *e = tab_entry(r.key, r.klen);
+            entry *e = tab_entry(&tab, r.key, r.klen);
             memcpy(&e->count, r.value, 8);
         }
     }
     free(b.p);
 }
 
-/* sluice_open reads "chain" from the task info JSON. */
+/* has_arg reports whether the JSON string array at s (just after its "[")
+ * holds the string want, which has no characters JSON escapes. */
+static int has_arg(const char *s, const char *want) {
+    size_t wn = strlen(want);
+    while (*s == '"') {
+        const char *p = ++s;
+        while (*s && *s != '"') s += (*s == '\\' && s[1]) ? 2 : 1;
+        if (!*s) return 0;
+        if ((size_t)(s - p) == wn && memcmp(p, want, wn) == 0) return 1;
+        s++;
+        if (*s == ',') s++;
+    }
+    return 0;
+}
+
+/* sluice_open reads "chain" and "args" from the task info JSON. */
 EXPORT("sluice_open") int32_t s_open(const uint8_t *p, uint32_t n) {
     for (int c = 'a'; c <= 'z'; c++) letters[c] = (uint8_t)c, letters[c - 'a' + 'A'] = (uint8_t)c;
     char *info = malloc(n + 1);
@@ -420,10 +485,13 @@ EXPORT("sluice_open") int32_t s_open(const uint8_t *p, uint32_t n) {
             return failf("open: the chain names an operator this job does not run in the guest: %s", s);
         }
         if (id == V_COUNT) count_at = nchain;
+        if (id == V_WORD) word_at = nchain;
         chain[nchain++] = (int)id;
         s = end;
         if (*s == ',') s++;
     }
+    char *args = strstr(info, "\"args\":[");
+    combine = args && has_arg(args + 8, "--combine");
     free(info);
     if (count_at >= 0) restore();
     return OK;
@@ -438,6 +506,7 @@ EXPORT("sluice_process") int32_t s_process(const uint8_t *b, uint32_t n) {
         push(0, &r);
     }
     if (pos != n) return failf("process: %s", "trailing bytes after the last record");
+    if (word_at >= 0) combine_flush();
     out_flush();
     return OK;
 }
@@ -472,6 +541,7 @@ EXPORT("sluice_barrier") int32_t s_barrier(int64_t checkpoint_id) {
 
 /* sluice_end_input emits every word's count (the reduce emits at the end). */
 EXPORT("sluice_end_input") int32_t s_end_input(void) {
+    if (word_at >= 0) combine_flush(); /* nothing: every call flushed it */
     if (count_at >= 0) {
         for (uint32_t i = 0; i < tab.n; i++) {
             entry *e = &tab.ents[i];

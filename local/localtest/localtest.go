@@ -176,8 +176,9 @@ func WordCountUsageErrors(program string) map[string]string {
 // CheckWordCountSavepoint stops a p=2 run of a word count module over a
 // generated 32 MiB text with a savepoint part-way and resumes it at p=3:
 // the resumed job restores the counts from keyed state and reads only the
-// splits that were left, so the result must still equal coreutils'.
-func CheckWordCountSavepoint(t *testing.T, wasm []byte) {
+// splits that were left, so the result must still equal coreutils'. extra
+// are arguments after --input PATH (both runs get them).
+func CheckWordCountSavepoint(t *testing.T, wasm []byte, extra ...string) {
 	t.Helper()
 	in := filepath.Join(t.TempDir(), "input.txt")
 	if err := GenerateText(in, 32<<20, 1); err != nil {
@@ -187,7 +188,7 @@ func CheckWordCountSavepoint(t *testing.T, wasm []byte) {
 	c := Start(t, local.Config{Slots: 6})
 	cl := c.Client()
 	ctx := context.Background()
-	args := []string{"--input", in}
+	args := append([]string{"--input", in}, extra...)
 	inputs, err := client.StageInputs(ctx, c.Blob(), client.DefaultTenant, args)
 	if err != nil {
 		t.Fatal(err)
@@ -233,8 +234,8 @@ func CheckWordCountSavepoint(t *testing.T, wasm []byte) {
 // examples/wordcount-c, -rs or -as) over a generated 4 MiB text on two
 // TaskManagers of two slots, at parallelism 1, 2 and 4 (p=4 fills both, so
 // records cross the data port as well as memory), and compares the counts
-// with coreutils'.
-func CheckWordCount(t *testing.T, wasm []byte) {
+// with coreutils'. extra are arguments after --input PATH.
+func CheckWordCount(t *testing.T, wasm []byte, extra ...string) {
 	t.Helper()
 	in := filepath.Join(t.TempDir(), "input.txt")
 	if err := GenerateText(in, 4<<20, 1); err != nil {
@@ -247,7 +248,7 @@ func CheckWordCount(t *testing.T, wasm []byte) {
 	c := Start(t, local.Config{TaskManagers: 2, Slots: 2})
 	for _, p := range []int{1, 2, 4} {
 		t.Run(fmt.Sprintf("p=%d", p), func(t *testing.T) {
-			r := WaitFinished(t, c, SubmitJob(t, c, wasm, []string{"--input", in}, p))
+			r := WaitFinished(t, c, SubmitJob(t, c, wasm, append([]string{"--input", in}, extra...), p))
 			if d := Diff(want, Lines(r.Records)); d != "" {
 				t.Fatalf("word counts differ from coreutils:\n%s", d)
 			}

@@ -28,4 +28,8 @@ type Stats struct {
 	// can resume from it (a completed checkpoint not yet subsumed, or one
 	// its job kept when it ended).
 	Retained bool
+	// Subtasks is how many subtasks the checkpoint waits for, Acknowledged
+	// how many of them have acknowledged it; both zero when unknown (a
+	// checkpoint listed from the blob store alone).
+	Subtasks, Acknowledged int
 }

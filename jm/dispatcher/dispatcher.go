@@ -143,7 +143,8 @@ type Dispatcher struct {
 
 	mu     sync.Mutex
 	jobs   map[string]*jobmaster.JobMaster
-	need   map[string]int // slots each job needs, for the tenant slot quota
+	need   map[string]int        // slots each job needs, for the tenant slot quota
+	subs   map[string]Submission // what each job was submitted as, for Rescale
 	closed bool
 
 	stop chan struct{}
@@ -183,7 +184,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	d := &Dispatcher{cfg: cfg, log: cfg.Logger, jobs: map[string]*jobmaster.JobMaster{}, need: map[string]int{}, stop: make(chan struct{})}
+	d := &Dispatcher{cfg: cfg, log: cfg.Logger, jobs: map[string]*jobmaster.JobMaster{}, need: map[string]int{}, subs: map[string]Submission{}, stop: make(chan struct{})}
 	d.wg.Add(1)
 	go d.sweep()
 	return d, nil
@@ -361,6 +362,8 @@ func (d *Dispatcher) SubmitJob(ctx context.Context, tenant string, s Submission)
 	}
 	d.jobs[id] = jm
 	d.need[id] = need
+	s.Args, s.Config = slices.Clone(s.Args), maps.Clone(s.Config)
+	d.subs[id] = s
 	d.log.Info("job submitted", "job", id, "tenant", tenant, "name", name, "module", s.ModuleDigest, "slots", need, "from_savepoint", s.FromSavepoint, "from_checkpoint", s.FromCheckpoint)
 	if d.cfg.JobStarted != nil {
 		d.cfg.JobStarted(control.ModuleRef{Tenant: tenant, Digest: s.ModuleDigest})
@@ -589,6 +592,7 @@ func (d *Dispatcher) expire() {
 		if det.State.Terminal() && !det.End.IsZero() && now.Sub(det.End) > d.cfg.Retention {
 			delete(d.jobs, id)
 			delete(d.need, id)
+			delete(d.subs, id)
 			gone = append(gone, jm)
 			d.log.Info("job result expired", "job", id, "tenant", det.Tenant, "state", det.State)
 		}

@@ -342,6 +342,11 @@ func (jm *JobMaster) JobID() string { return jm.cfg.JobID }
 // Tenant returns the tenant that owns the job.
 func (jm *JobMaster) Tenant() string { return jm.cfg.Tenant }
 
+// Spec returns what the job was started as.
+func (jm *JobMaster) Spec() Spec {
+	return Spec{Graph: jm.cfg.Graph, DefaultParallelism: jm.cfg.DefaultParallelism, Config: jm.cfg.JobConfig, Args: jm.cfg.Args}
+}
+
 // Done is closed when the job has reached a terminal state.
 func (jm *JobMaster) Done() <-chan struct{} { return jm.done }
 

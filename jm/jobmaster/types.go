@@ -6,6 +6,8 @@ import (
 
 	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/control"
+	"github.com/sluicehq/sluice/internal/jobconfig"
+	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/jm/resourcemanager"
 )
 
@@ -136,4 +138,14 @@ type Result struct {
 	Details
 	Records  [][]byte
 	Duration time.Duration
+}
+
+// Spec is what a job was started as: its graph, default parallelism and
+// parsed config (checkpoint defaults filled in). It never changes, so it
+// is not part of the snapshot Details publishes. Treat it as read-only.
+type Spec struct {
+	Graph              *jobgraph.Graph
+	DefaultParallelism int
+	Config             jobconfig.Config
+	Args               []string
 }

@@ -17,6 +17,14 @@ type Auth interface {
 	//
 	// ErrUnauthenticated: no token, or one no tenant holds.
 	Client(ctx context.Context) (tenant string, err error)
+	// ClientToken returns the tenant a client's bearer token names ("" for
+	// no token): the one check behind Client and the REST API's
+	// Authorization header.
+	//
+	// # Errors
+	//
+	// ErrUnauthenticated: no token, or one no tenant holds.
+	ClientToken(ctx context.Context, token string) (tenant string, err error)
 	// Peer checks a call from a TaskManager or task (cluster secret).
 	//
 	// # Errors
@@ -32,6 +40,11 @@ type OpenAuth struct{}
 // Client returns dispatcher.DefaultTenant.
 func (OpenAuth) Client(context.Context) (string, error) { return dispatcher.DefaultTenant, nil }
 
+// ClientToken returns dispatcher.DefaultTenant, whatever the token.
+func (OpenAuth) ClientToken(context.Context, string) (string, error) {
+	return dispatcher.DefaultTenant, nil
+}
+
 // Peer accepts every peer.
 func (OpenAuth) Peer(context.Context) error { return nil }
 
@@ -46,11 +59,17 @@ type TokenAuth struct {
 
 // Client returns the tenant whose token the call carries.
 func (a TokenAuth) Client(ctx context.Context) (string, error) {
+	tok, _ := rpcserver.Incoming(ctx, rpcserver.MetaToken)
+	return a.ClientToken(ctx, tok)
+}
+
+// ClientToken returns the tenant holding token; with no Tenants, the
+// default tenant.
+func (a TokenAuth) ClientToken(_ context.Context, tok string) (string, error) {
 	if a.Tenants == nil {
 		return dispatcher.DefaultTenant, nil
 	}
-	tok, ok := rpcserver.Incoming(ctx, rpcserver.MetaToken)
-	if !ok || tok == "" {
+	if tok == "" {
 		return "", rpcerr.Errorf(rpcerr.ErrUnauthenticated, "no token: pass --token or set SLUICE_TOKEN")
 	}
 	t, err := a.Tenants.Lookup(tok)

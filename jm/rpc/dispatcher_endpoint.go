@@ -61,36 +61,20 @@ func (e *DispatcherEndpoint) SubmitJob(ctx context.Context, req *dispatcher.Subm
 	return &dispatcher.SubmitJobResponse{JobId: id}, nil
 }
 
-// Bounds on a submission's arguments, config and name.
+// Bounds on a submission's arguments, config and name (the Dispatcher's,
+// which the REST API checks too).
 const (
-	MaxArgs        = 1024
-	MaxArgsBytes   = 64 << 10
-	MaxConfig      = 256
-	MaxConfigBytes = 64 << 10
-	MaxNameBytes   = 256
+	MaxArgs        = dsp.MaxArgs
+	MaxArgsBytes   = dsp.MaxArgsBytes
+	MaxConfig      = dsp.MaxConfig
+	MaxConfigBytes = dsp.MaxConfigBytes
+	MaxNameBytes   = dsp.MaxNameBytes
 )
 
-// checkSubmission refuses arguments, config and names beyond the bounds:
-// they are copied into every task deployment and the job's details.
+// checkSubmission refuses arguments, config and names beyond the bounds
+// (dsp.CheckSubmission).
 func checkSubmission(req *dispatcher.SubmitJobRequest) error {
-	n := 0
-	for _, a := range req.GetArgs_() {
-		n += len(a)
-	}
-	if len(req.GetArgs_()) > MaxArgs || n > MaxArgsBytes {
-		return rpcerr.Errorf(rpcerr.ErrInvalidArgument, "submit job: %d arguments of %d bytes: at most %d arguments and %d bytes", len(req.GetArgs_()), n, MaxArgs, MaxArgsBytes)
-	}
-	n = 0
-	for k, v := range req.GetConfig() {
-		n += len(k) + len(v)
-	}
-	if len(req.GetConfig()) > MaxConfig || n > MaxConfigBytes {
-		return rpcerr.Errorf(rpcerr.ErrInvalidArgument, "submit job: %d config entries of %d bytes: at most %d entries and %d bytes", len(req.GetConfig()), n, MaxConfig, MaxConfigBytes)
-	}
-	if len(req.GetName()) > MaxNameBytes {
-		return rpcerr.Errorf(rpcerr.ErrInvalidArgument, "submit job: name of %d bytes: at most %d", len(req.GetName()), MaxNameBytes)
-	}
-	return nil
+	return dsp.CheckSubmission(dsp.Submission{Args: req.GetArgs_(), Config: req.GetConfig(), Name: req.GetName()})
 }
 
 // ListJobs lists the tenant's jobs.

@@ -140,6 +140,7 @@ func (p *pending) stats(status, reason string, end time.Time, size int64) checkp
 	s := checkpoint.Stats{
 		ID: p.id, Savepoint: p.savepoint, SavepointID: p.spID, Status: status,
 		Triggered: p.triggered, Size: size, Reason: reason, Location: p.location(),
+		Subtasks: len(p.waiting) + len(p.acks), Acknowledged: len(p.acks),
 	}
 	if !end.IsZero() {
 		s.Duration = end.Sub(p.triggered)

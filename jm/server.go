@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/jm/dispatcher"
 	"github.com/sluicehq/sluice/jm/jobmaster"
 	"github.com/sluicehq/sluice/jm/resourcemanager"
+	"github.com/sluicehq/sluice/jm/rest"
 	"github.com/sluicehq/sluice/jm/rpc"
 	"github.com/sluicehq/sluice/wasmhost"
 )
@@ -29,6 +30,9 @@ type Config struct {
 	// ListenAddr is the Kitex address, host:port; port 0 picks one. Empty
 	// means "127.0.0.1:0".
 	ListenAddr string
+	// RESTListenAddr is the REST API's address (package jm/rest), host:port;
+	// port 0 picks one (RESTAddr tells which). Empty means no REST API.
+	RESTListenAddr string
 	// AdvertiseAddr is the address tasks use to reach the JobManager. Empty
 	// means the bound address, with the host name in place of an
 	// unspecified host (0.0.0.0, ::).
@@ -102,6 +106,7 @@ type Server struct {
 	closeOnce sync.Once
 	closeErr  error
 	gw        *rpc.TaskExecutors
+	rest      *rest.Server // nil without RESTListenAddr
 
 	// Warm requests run in the background: bgCtx ends them at Close,
 	// which waits for them (bg).
@@ -224,6 +229,23 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("jobmanager: %w", err)
 	}
 	s.srv = srv
+	if cfg.RESTListenAddr != "" {
+		if s.rest, err = rest.Start(rest.Config{
+			Addr:            cfg.RESTListenAddr,
+			Dispatcher:      d,
+			Authenticate:    cfg.Auth.ClientToken, // the Kitex endpoints' check: one path
+			ModuleSizeLimit: cfg.ModuleSizeLimit,
+			// The dashboard's assets (package jm/rest/web) mount here, as
+			// Web: web.Handler().
+			Logger: cfg.Logger.With("component", "rest"),
+		}); err != nil {
+			srv.Close()
+			d.Close()
+			s.rm.Close()
+			s.closeRuntime(ctx)
+			return nil, fmt.Errorf("jobmanager: %w", err)
+		}
+	}
 	adv := advertised(cfg.AdvertiseAddr, srv.Addr())
 	s.advertise.Store(adv)
 	s.log.Info("jobmanager serving", "addr", srv.Addr(), "advertise", adv)
@@ -313,6 +335,15 @@ func advertised(configured, bound string) string {
 // Addr returns the address the JobManager is bound to, host:port.
 func (s *Server) Addr() string { return s.srv.Addr() }
 
+// RESTAddr returns the address the REST API is bound to, host:port; ""
+// without Config.RESTListenAddr.
+func (s *Server) RESTAddr() string {
+	if s.rest == nil {
+		return ""
+	}
+	return s.rest.Addr()
+}
+
 // Dispatcher returns the Dispatcher, for in-process use (tests, embedded
 // tools); clients use the Dispatcher service.
 func (s *Server) Dispatcher() *dispatcher.Dispatcher { return s.d }
@@ -325,6 +356,12 @@ func (s *Server) ResourceManager() *resourcemanager.ResourceManager { return s.r
 // stop. It is safe to call more than once.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
+		if s.rest != nil {
+			// First, so no request reaches a closing Dispatcher.
+			if err := s.rest.Close(); err != nil {
+				s.log.Warn("close rest api", "err", err)
+			}
+		}
 		s.bgMu.Lock()
 		s.bgCancel()
 		s.bgMu.Unlock()

@@ -35,6 +35,9 @@ type Config struct {
 	// Logger receives every component's logs; nil means a logger that
 	// discards them.
 	Logger *slog.Logger
+	// RESTListenAddr, when set, is where the JobManager serves its REST API
+	// (port 0 picks one; see Cluster.RESTAddr).
+	RESTListenAddr string
 	// JobManager, when set, adjusts the JobManager's configuration before
 	// it starts (tests shorten heartbeat timeouts with it).
 	JobManager func(*jm.Config)
@@ -118,6 +121,8 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		Blob:       c.store,
 		Runtime:    c.rt,
 		Logger:     log.With("component", "jobmanager"),
+
+		RESTListenAddr: cfg.RESTListenAddr,
 	}
 	if cfg.JobManager != nil {
 		cfg.JobManager(&jcfg)
@@ -140,6 +145,10 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 
 // Addr is the JobManager's Kitex address.
 func (c *Cluster) Addr() string { return c.jm.Addr() }
+
+// RESTAddr is the JobManager's REST API address; "" without
+// Config.RESTListenAddr.
+func (c *Cluster) RESTAddr() string { return c.jm.RESTAddr() }
 
 // Blob is the cluster's blob store.
 func (c *Cluster) Blob() blob.Store { return c.store }

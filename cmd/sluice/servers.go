@@ -21,14 +21,16 @@ import (
 )
 
 func newJMCmd() *cobra.Command {
-	var listen, blobURL, advertise, tenantsFile, secretFile string
+	var listen, restListen, blobURL, advertise, tenantsFile, secretFile string
 	var hbInterval, hbTimeout, slotTimeout, restartDelay time.Duration
 	var restartAttempts int
 	cmd := &cobra.Command{
 		Use:   "jm",
 		Short: "Run a JobManager (Dispatcher, ResourceManager, JobMasters) until SIGINT/SIGTERM",
 		Long: `Run a JobManager. It prints the address it bound on stdout
-("jobmanager listening on HOST:PORT"), so --listen 127.0.0.1:0 works.`,
+("jobmanager listening on HOST:PORT"), so --listen 127.0.0.1:0 works. With
+--rest-listen it serves the REST API there too (docs/REST.md) and prints
+"rest api listening on HOST:PORT".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := logger(cmd, slog.LevelInfo)
@@ -56,6 +58,7 @@ func newJMCmd() *cobra.Command {
 				Tenants:            tenants,
 				Secret:             secret,
 				ListenAddr:         listen,
+				RESTListenAddr:     restListen,
 				AdvertiseAddr:      advertise,
 				Blob:               store,
 				HeartbeatInterval:  hbInterval,
@@ -68,6 +71,12 @@ func newJMCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "jobmanager listening on %s\n", srv.Addr())
+			if a := srv.RESTAddr(); a != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "rest api listening on %s\n", a)
+				if tenants == nil && !isLoopback(a) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "WARNING: no --tenants file: the REST API on %s is open; anyone who reaches it can run code as tenant %q\n", a, "default")
+				}
+			}
 			if !isLoopback(srv.Addr()) {
 				if tenants == nil {
 					fmt.Fprintf(cmd.ErrOrStderr(), "WARNING: no --tenants file: this JobManager on %s is open; anyone who reaches it can run code as tenant %q\n", srv.Addr(), "default")
@@ -82,6 +91,7 @@ func newJMCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:6123", "Kitex address to listen on (port 0 picks one)")
+	cmd.Flags().StringVar(&restListen, "rest-listen", "", "REST API address (docs/REST.md; port 0 picks one; default: no REST API)")
 	cmd.Flags().StringVar(&advertise, "advertise", "", "address TaskManagers reach this JobManager at (default: the bound address)")
 	cmd.Flags().StringVar(&blobURL, "blob", os.Getenv(envBlob), "blob store URL: file:///abs/dir or s3://bucket/prefix?endpoint=host:port (default $"+envBlob+", else a directory under the user cache dir)")
 	cmd.Flags().DurationVar(&hbInterval, "heartbeat-interval", 0, "how often TaskManagers heartbeat (default 1s)")
@@ -163,7 +173,7 @@ then registers with the JobManager (retrying until it answers).`,
 
 func newLocalCmd() *cobra.Command {
 	var tms, slots int
-	var dir, blobURL string
+	var dir, blobURL, restListen string
 	cmd := &cobra.Command{
 		Use:   "local",
 		Short: "Run a JobManager and TaskManagers in this process until Ctrl-C",
@@ -195,12 +205,15 @@ commands at it with --jm or SLUICE_JM.`,
 			} else {
 				cacheDir = filepath.Join(dir, "cache")
 			}
-			c, err := local.Start(ctx, local.Config{TaskManagers: tms, Slots: slots, Dir: dir, BlobURL: blobURL, CacheDir: cacheDir, Logger: log})
+			c, err := local.Start(ctx, local.Config{TaskManagers: tms, Slots: slots, Dir: dir, BlobURL: blobURL, CacheDir: cacheDir, Logger: log, RESTListenAddr: restListen})
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "jobmanager listening on %s\n", c.Addr())
+			if a := c.RESTAddr(); a != "" {
+				fmt.Fprintf(out, "rest api listening on %s\n", a)
+			}
 			for _, t := range c.TaskManagers() {
 				fmt.Fprintf(out, "taskmanager listening on %s (data %s, %d slots)\n", t.Addr(), t.DataAddr(), slots)
 			}
@@ -215,6 +228,7 @@ commands at it with --jm or SLUICE_JM.`,
 	cmd.Flags().IntVar(&slots, "slots", local.DefaultSlots, "slots per TaskManager")
 	cmd.Flags().StringVar(&blobURL, "blob", os.Getenv(envBlob), "blob store URL (default $"+envBlob+", else the directory sluice jm, tm and run use by default)")
 	cmd.Flags().StringVar(&dir, "dir", "", "directory for caches (default: under the user cache dir)")
+	cmd.Flags().StringVar(&restListen, "rest-listen", "", "REST API address (docs/REST.md; port 0 picks one; default: no REST API)")
 	return cmd
 }
 

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"runtime/debug"
 	"slices"
 	"strings"
 
 	"github.com/bytedance/sonic"
+	"github.com/bytedance/sonic/decoder"
 
 	"github.com/sluicehq/sluice/internal/rpcerr"
 )
@@ -39,8 +41,8 @@ type route struct {
 // not escaped: "a -> b" stays readable, and nosniff keeps browsers from
 // reading a body as HTML); unknown fields and invalid UTF-8 refused in.
 var (
-	encoder = sonic.Config{SortMapKeys: true, ValidateString: true, NoNullSliceOrMap: true}.Froze()
-	decoder = sonic.Config{DisallowUnknownFields: true, ValidateString: true, CopyString: true}.Froze()
+	jsonOut = sonic.Config{SortMapKeys: true, ValidateString: true, NoNullSliceOrMap: true}.Froze()
+	jsonIn  = sonic.Config{DisallowUnknownFields: true, ValidateString: true, CopyString: true}.Froze()
 )
 
 // ServeHTTP routes a request: unknown paths are 404, known paths with
@@ -205,7 +207,7 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, body any) {
-	b, err := encoder.Marshal(body)
+	b, err := jsonOut.Marshal(body)
 	if err != nil {
 		status = http.StatusInternalServerError
 		b = []byte(`{"errors":["internal error: encoding the response failed"]}`)
@@ -230,15 +232,99 @@ func decodeBody(r *request, limit int64, what string, v any) error {
 	if len(strings.TrimSpace(string(b))) == 0 {
 		return nil
 	}
-	if err := decoder.Unmarshal(b, v); err != nil {
-		return errStatus(http.StatusBadRequest, "%s: malformed JSON body: %s", what, jsonProblem(err))
+	if err := jsonIn.Unmarshal(b, v); err != nil {
+		return errStatus(http.StatusBadRequest, "%s: malformed JSON body: %s", what, jsonProblem(b, err))
 	}
 	return nil
 }
 
-// jsonProblem shortens a decoder error to its first line: what is wrong
-// and where.
-func jsonProblem(err error) string {
+// jsonProblem says what is wrong with a body the decoder refused, and
+// where: the byte, and the field when it is plain from the text before it.
+func jsonProblem(body []byte, err error) string {
+	var mt *decoder.MismatchTypeError
+	var se decoder.SyntaxError
+	var sep *decoder.SyntaxError
+	switch {
+	case errors.As(err, &mt):
+		return fmt.Sprintf("%sat byte %d: want %s, got %s", fieldAt(body, mt.Pos), mt.Pos, wantOf(mt.Type), gotAt(body, mt.Pos))
+	case errors.As(err, &sep):
+		se = *sep
+		fallthrough
+	case errors.As(err, &se):
+		msg := se.Message()
+		if msg == "eof" {
+			msg = "the body ends too soon"
+		}
+		return fmt.Sprintf("syntax error at byte %d: %s", se.Pos, msg)
+	}
 	msg, _, _ := strings.Cut(err.Error(), "\n")
 	return strings.TrimSpace(msg)
+}
+
+// fieldAt names the object key whose value starts at pos (directly, or as
+// an element of an array of scalars), or "".
+func fieldAt(body []byte, pos int) string {
+	if pos < 0 || pos > len(body) {
+		return ""
+	}
+	before := strings.TrimRight(string(body[:pos]), " \t\r\n")
+	if i := strings.LastIndexAny(before, "[,"); strings.HasSuffix(before, "[") || (i >= 0 && !strings.ContainsAny(before[i:], ":{}")) {
+		if j := strings.LastIndex(before, "["); j >= 0 && !strings.ContainsAny(before[j:], "{}:") {
+			before = strings.TrimRight(before[:j], " \t\r\n")
+		}
+	}
+	before, ok := strings.CutSuffix(before, ":")
+	if !ok {
+		return ""
+	}
+	before = strings.TrimRight(before, " \t\r\n")
+	if !strings.HasSuffix(before, `"`) {
+		return ""
+	}
+	start := strings.LastIndex(before[:len(before)-1], `"`)
+	if start < 0 {
+		return ""
+	}
+	return fmt.Sprintf("field %s ", before[start:])
+}
+
+// wantOf names the JSON a Go type takes.
+func wantOf(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number in range"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return t.String()
+}
+
+// gotAt names the JSON value starting at pos.
+func gotAt(body []byte, pos int) string {
+	if pos < 0 || pos >= len(body) {
+		return "the end"
+	}
+	switch c := body[pos]; {
+	case c == '"':
+		return "a string"
+	case c == '{':
+		return "an object"
+	case c == '[':
+		return "an array"
+	case c == 't' || c == 'f':
+		return "a boolean"
+	case c == 'n':
+		return "null"
+	case c == '-' || (c >= '0' && c <= '9'):
+		return "a number"
+	}
+	return fmt.Sprintf("%q", body[pos])
 }

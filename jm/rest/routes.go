@@ -15,6 +15,7 @@ func (s *Server) table() []route {
 		r("/taskmanagers", get(s.getTaskManagers)),
 		r("/taskmanagers/:tm", get(s.getTaskManager)),
 		r("/taskmanagers/:tm/metrics", get(s.getTaskManagerMetrics)),
+		r("/taskmanagers/:tm/logs", get(s.getTaskManagerLogs)),
 
 		r("/modules", map[string]handler{"GET": s.getModules, "POST": s.postModule}),
 		r("/modules/:digest/run", map[string]handler{"POST": s.postRun}),
@@ -37,5 +38,8 @@ func (s *Server) table() []route {
 		r("/jobs/:job/vertices/:vertex/subtasks", get(s.getSubtasks)),
 		r("/jobs/:job/vertices/:vertex/backpressure", get(s.getBackpressure)),
 		r("/jobs/:job/vertices/:vertex/watermarks", get(s.getWatermarks)),
+		r("/jobs/:job/vertices/:vertex/flamegraph", get(s.getFlameGraph)),
+		r("/jobs/:job/logs", get(s.getJobLogs)),
+		r("/jobs/:job/stacks", get(s.getStacks)),
 	}
 }

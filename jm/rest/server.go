@@ -45,6 +45,9 @@ type Dispatcher interface {
 	TriggerSavepoint(ctx context.Context, tenant, job string, stop bool, timeout time.Duration) (checkpoint.Stats, error)
 	CheckRescale(ctx context.Context, tenant, id string, parallelism int) error
 	Rescale(ctx context.Context, tenant, id string, parallelism int, timeout time.Duration) (dispatcher.Rescaled, error)
+	Logs(ctx context.Context, tenant, job string, q dispatcher.LogQuery) ([]dispatcher.LogLine, error)
+	TaskManagerLogs(ctx context.Context, tenant, tmID string, q dispatcher.LogQuery) ([]dispatcher.LogLine, error)
+	Stacks(ctx context.Context, tenant, job string, q dispatcher.StackQuery) ([]dispatcher.TaskStack, error)
 }
 
 var _ Dispatcher = (*dispatcher.Dispatcher)(nil)

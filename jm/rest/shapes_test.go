@@ -168,6 +168,8 @@ func TestShapesOfCheckpointsAndFailures(t *testing.T) {
 	if cfg := api.must(200, "GET", "/jobs/"+id+"/checkpoints/config", nil).obj(); cfg["enabled"] != true || cfg["interval"] != float64(50) || cfg["mode"] != "exactly_once" {
 		t.Errorf("checkpoint config: %v", cfg)
 	}
+	checkLogsAndStacks(t, api, id)
+
 	op := api.must(202, "POST", "/jobs/"+id+"/stop", []byte(`{}`)).obj()["request-id"].(string)
 	res := api.waitOperation("/jobs/" + id + "/savepoints/" + op)
 	if res["failure-cause"] != nil || !strings.Contains(res["location"].(string), "/savepoints/") {
@@ -200,5 +202,80 @@ func TestShapesOfCheckpointsAndFailures(t *testing.T) {
 	}
 	if os.Getenv("SLUICE_REST_DUMP") != "" {
 		t.Logf("exceptions: %s", api.must(200, "GET", "/jobs/"+tid+"/exceptions", nil).raw)
+	}
+}
+
+// checkLogsAndStacks checks the log, stack and flame graph routes on a
+// running job: its tasks' host events are logged, the cursor moves past
+// them, and its guests' stacks have named frames.
+func checkLogsAndStacks(t *testing.T, api caller, id string) {
+	t.Helper()
+	var logs map[string]any
+	testutil.CheckFor(t, time.Minute, 20*time.Millisecond, func() error {
+		logs = api.must(200, "GET", "/jobs/"+id+"/logs", nil).obj()
+		if len(logs["lines"].([]any)) == 0 {
+			return fmt.Errorf("no log lines of job %s yet", id)
+		}
+		return nil
+	})
+	for _, l := range logs["lines"].([]any) {
+		l := l.(map[string]any)
+		if l["task"] == "" || l["source"] == "" || l["seq"].(float64) < 1 || l["time"].(float64) <= 0 || l["taskmanager-id"] == "" {
+			t.Errorf("log line: %v", l)
+		}
+	}
+	next := logs["next"].(string)
+	last := map[string]float64{}
+	for _, part := range strings.Split(next, ",") {
+		i := strings.LastIndexByte(part, ':')
+		var n float64
+		fmt.Sscan(part[i+1:], &n)
+		last[part[:i]] = n
+	}
+	for _, l := range api.must(200, "GET", "/jobs/"+id+"/logs?after="+next, nil).obj()["lines"].([]any) {
+		l := l.(map[string]any)
+		if l["seq"].(float64) <= last[l["source"].(string)] {
+			t.Errorf("after %s: an old line again: %v", next, l)
+		}
+	}
+	if r := api.do("GET", "/jobs/"+id+"/logs?after=nonsense", nil); r.status != 400 {
+		t.Errorf("a bad cursor: %d %s", r.status, r.raw)
+	}
+
+	var stacks []any
+	testutil.CheckFor(t, time.Minute, 20*time.Millisecond, func() error {
+		stacks = api.must(200, "GET", "/jobs/"+id+"/stacks", nil).obj()["stacks"].([]any)
+		for _, s := range stacks {
+			if s.(map[string]any)["total"].(float64) > 0 {
+				return nil
+			}
+		}
+		return fmt.Errorf("no stack sampled yet: %v", stacks)
+	})
+	for _, s := range stacks {
+		s := s.(map[string]any)
+		if s["task"] == "" || s["taskmanager-id"] == "" || s["execution-id"] == "" {
+			t.Errorf("stack: %v", s)
+		}
+	}
+	vid := path(t, api.must(200, "GET", "/jobs/"+id, nil).body, "vertices", 0, "id").(string)
+	fg := api.must(200, "GET", "/jobs/"+id+"/vertices/"+vid+"/flamegraph?duration=300", nil).obj()
+	root := fg["data"].(map[string]any)
+	if root["name"] != "root" || fg["endTimestamp"].(float64) <= 0 {
+		t.Fatalf("flame graph: %v", fg)
+	}
+	var sum float64
+	for _, c := range root["children"].([]any) {
+		c := c.(map[string]any)
+		if c["name"] == "" {
+			t.Errorf("a frame without a name: %v", c)
+		}
+		sum += c["value"].(float64)
+	}
+	if sum != root["value"].(float64) {
+		t.Errorf("flame graph: the root's %v samples are not its children's %v", root["value"], sum)
+	}
+	if r := api.do("GET", "/jobs/"+id+"/vertices/"+vid+"/flamegraph?duration=999999", nil); r.status != 400 {
+		t.Errorf("a flame graph too long: %d %s", r.status, r.raw)
 	}
 }

@@ -117,6 +117,7 @@ func TestTenantMatrixOverREST(t *testing.T) {
 		{route: "GET /taskmanagers", path: "/taskmanagers", other: 200, otherCheck: hidesA},
 		{route: "GET /taskmanagers/:tm", path: "/taskmanagers/" + tmID, other: 200, otherCheck: hidesA},
 		{route: "GET /taskmanagers/:tm/metrics", path: "/taskmanagers/" + tmID + "/metrics", other: 200, otherCheck: hidesA},
+		{route: "GET /taskmanagers/:tm/logs", path: "/taskmanagers/" + tmID + "/logs", other: 200, otherCheck: hidesA},
 		{route: "GET /modules", path: "/modules", other: 200, otherCheck: hidesA},
 		{route: "GET /jobs", path: "/jobs", other: 200, otherCheck: hidesA},
 		{route: "GET /jobs/overview", path: "/jobs/overview", other: 200, otherCheck: hidesA},
@@ -132,6 +133,9 @@ func TestTenantMatrixOverREST(t *testing.T) {
 		{route: "GET /jobs/:job/vertices/:vertex/subtasks", path: j + "/vertices/" + vertex + "/subtasks"},
 		{route: "GET /jobs/:job/vertices/:vertex/backpressure", path: j + "/vertices/" + vertex + "/backpressure"},
 		{route: "GET /jobs/:job/vertices/:vertex/watermarks", path: j + "/vertices/" + vertex + "/watermarks"},
+		{route: "GET /jobs/:job/vertices/:vertex/flamegraph", path: j + "/vertices/" + vertex + "/flamegraph?duration=20"},
+		{route: "GET /jobs/:job/logs", path: j + "/logs"},
+		{route: "GET /jobs/:job/stacks", path: j + "/stacks"},
 		// Mutating routes: for all but a, nothing may change.
 		{route: "PATCH /jobs/:job", path: j},
 		{route: "POST /jobs/:job/savepoints", path: j + "/savepoints", body: []byte(`{"cancel-job":true}`)},

@@ -13,6 +13,7 @@
 //	jm/jobmaster        one goroutine-owned state machine per job
 //	jm/dispatcher       uploads, submissions, job registry, retention
 //	jm/rpc              the Kitex endpoints and the TaskExecutor client (the only kitex_gen importer)
+//	jm/rest             the REST API (Config.RESTListenAddr), Flink's paths over the same Dispatcher calls
 //
 // Only jm/rpc imports idl/kitex_gen. It must not import tm.
 package jm

@@ -65,6 +65,10 @@ func (a TokenAuth) Client(ctx context.Context) (string, error) {
 
 // ClientToken returns the tenant holding token; with no Tenants, the
 // default tenant.
+//
+// # Errors
+//
+// ErrUnauthenticated: no token, or one no tenant holds.
 func (a TokenAuth) ClientToken(_ context.Context, tok string) (string, error) {
 	if a.Tenants == nil {
 		return dispatcher.DefaultTenant, nil

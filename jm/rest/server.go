@@ -162,10 +162,10 @@ func Start(cfg Config) (*Server, error) {
 		Handler:           s,
 		ReadHeaderTimeout: 10 * time.Second,
 		// A 64 MiB upload on a slow link, not a connection held forever.
-		ReadTimeout: 5 * time.Minute,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ReadTimeout:    5 * time.Minute,
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	go func() {
 		if err := s.hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

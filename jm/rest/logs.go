@@ -3,7 +3,6 @@ package rest
 import (
 	"context"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -172,20 +171,17 @@ func (s *Server) getStacks(ctx context.Context, r *request) (int, any, error) {
 
 // flameNode is Flink's flame graph node.
 type flameNode struct {
-	Name     string       `json:"name"`
-	Value    int64        `json:"value"`
-	Children []*flameNode `json:"children"`
+	Name     string      `json:"name"`
+	Value    int64       `json:"value"`
+	Children []flameNode `json:"children"`
 }
 
-func (n *flameNode) child(name string) *flameNode {
+func flameOf(n dispatcher.FlameNode) flameNode {
+	out := flameNode{Name: n.Name, Value: n.Value, Children: make([]flameNode, 0, len(n.Children))}
 	for _, c := range n.Children {
-		if c.Name == name {
-			return c
-		}
+		out.Children = append(out.Children, flameOf(c))
 	}
-	c := &flameNode{Name: name, Children: []*flameNode{}}
-	n.Children = append(n.Children, c)
-	return c
+	return out
 }
 
 // DefaultFlameGraphDuration is how long a flame graph samples when the
@@ -211,28 +207,8 @@ func (s *Server) getFlameGraph(ctx context.Context, r *request) (int, any, error
 	if err != nil {
 		return 0, nil, err
 	}
-	root := &flameNode{Name: "root", Children: []*flameNode{}}
-	for _, t := range stacks {
-		for _, sc := range t.Samples {
-			root.Value += sc.Count
-			n := root
-			for _, f := range sc.Frames {
-				n = n.child(f)
-				n.Value += sc.Count
-			}
-		}
-	}
-	sortFlame(root)
 	return http.StatusOK, struct {
-		End  int64      `json:"endTimestamp"`
-		Data *flameNode `json:"data"`
-	}{ms(s.cfg.Now()), root}, nil
-}
-
-// sortFlame orders children by name, so equal profiles draw alike.
-func sortFlame(n *flameNode) {
-	slices.SortFunc(n.Children, func(a, b *flameNode) int { return strings.Compare(a.Name, b.Name) })
-	for _, c := range n.Children {
-		sortFlame(c)
-	}
+		End  int64     `json:"endTimestamp"`
+		Data flameNode `json:"data"`
+	}{ms(s.cfg.Now()), flameOf(dispatcher.FlameGraph(stacks))}, nil
 }

@@ -32,7 +32,7 @@ func plan(env *guest.Env) {
 	env.SetName("wordcount")
 
 	lines := typed.TextLines(env, "lines", inputs...)
-	words := typed.FlatMap(lines, "tokenize", typed.String(), tokenize)
+	words := typed.FlatMap(lines, "tokenize", typed.String(), tokenizer())
 	byWord := typed.KeyByValue(words, "word")
 	counts := typed.Fold(byWord, "count", typed.Int64(), func(n int64, _ string) int64 { return n + 1 }, guest.EmitFinal())
 	typed.Format(counts, "format", func(line []byte, c typed.KV[string, int64]) []byte {
@@ -40,33 +40,42 @@ func plan(env *guest.Env) {
 	}).Collect("out")
 }
 
-// tokenize emits each maximal run of ASCII letters of a line, lower-cased.
-// A word is a slice of the line (the SDK copies what is emitted); only a
-// word with upper-case letters costs a new string.
-func tokenize(line string, out *typed.Emitter[string]) {
-	i := 0
-	for {
-		for i < len(line) && lower[line[i]] == 0 {
-			i++
-		}
-		if i == len(line) {
-			return
-		}
-		start, upper := i, false
-		for i < len(line) {
-			c := line[i]
-			l := lower[c]
-			if l == 0 {
-				break
+// tokenizer returns the tokenize function: it emits each maximal run of
+// ASCII letters of a line, lower-cased. A word in lower case already is
+// emitted as a slice of the line, and one with capitals is lower-cased
+// into a buffer reused for every word (the SDK copies what is emitted), so
+// no word costs an allocation.
+func tokenizer() func(line string, out *typed.Emitter[string]) {
+	var buf []byte
+	return func(line string, out *typed.Emitter[string]) {
+		i := 0
+		for {
+			for i < len(line) && lower[line[i]] == 0 {
+				i++
 			}
-			upper = upper || l != c
-			i++
+			if i == len(line) {
+				return
+			}
+			start, upper := i, false
+			for i < len(line) {
+				c := line[i]
+				l := lower[c]
+				if l == 0 {
+					break
+				}
+				upper = upper || l != c
+				i++
+			}
+			if !upper {
+				out.Emit(line[start:i])
+				continue
+			}
+			buf = buf[:0]
+			for j := start; j < i; j++ {
+				buf = append(buf, lower[line[j]])
+			}
+			typed.EmitText(out, buf)
 		}
-		w := line[start:i]
-		if upper {
-			w = strings.ToLower(w) // ASCII letters only: the ASCII mapping
-		}
-		out.Emit(w)
 	}
 }
 

@@ -55,7 +55,6 @@ var isLetter = func() (t [256]bool) {
 }()
 
 func tokenize(line string, out *typed.Emitter[string]) {
-	line = strings.ToLower(line)
 	i := 0
 	for {
 		for i < len(line) && !isLetter[line[i]] {
@@ -64,16 +63,31 @@ func tokenize(line string, out *typed.Emitter[string]) {
 		if i == len(line) {
 			return
 		}
-		start := i
+		start, upper := i, false
 		for i < len(line) && isLetter[line[i]] {
+			upper = upper || line[i] < 'a'
 			i++
 		}
-		out.Emit(line[start:i])
+		w := line[start:i]
+		if upper {
+			w = strings.ToLower(w)
+		}
+		out.Emit(w)
 	}
 }
 
 // typedWordCount is examples/wordcount's plan.
 func typedWordCount(env *guest.Env) {
+	lines := typed.TextLines(env, "lines", env.Args()...)
+	words := typed.FlatMap(lines, "tokenize", typed.String(), tokenize)
+	counts := typed.Fold(typed.KeyByValue(words, "word"), "count", typed.Int64(), func(n int64, _ string) int64 { return n + 1 }, guest.EmitFinal())
+	typed.Format(counts, "format", func(line []byte, c typed.KV[string, int64]) []byte {
+		return strconv.AppendInt(append(append(line, c.Key...), '\t'), c.Value, 10)
+	}).Collect("out")
+}
+
+// The same with KeyBy, Fold and a Map that builds its strings.
+func typedWordCountMap(env *guest.Env) {
 	lines := typed.TextLines(env, "lines", env.Args()...)
 	words := typed.FlatMap(lines, "tokenize", typed.String(), tokenize)
 	byWord := typed.KeyBy(words, "word", typed.String(), func(w string) string { return w })
@@ -84,7 +98,13 @@ func typedWordCount(env *guest.Env) {
 }
 
 func TestTypedWordCount(t *testing.T) {
-	h := host(t, typedWordCount)
+	for _, plan := range []func(*guest.Env){typedWordCount, typedWordCountMap} {
+		testTypedWordCount(t, plan)
+	}
+}
+
+func testTypedWordCount(t *testing.T, plan func(*guest.Env)) {
+	h := host(t, plan)
 	g, err := h.Plan("in.txt")
 	must(t, err)
 	var names []string
@@ -182,7 +202,7 @@ func BenchmarkWordCountChains(b *testing.B) {
 	for _, job := range []struct {
 		name string
 		plan func(env *guest.Env)
-	}{{"bytes", bytesWordCount}, {"typed", typedWordCount}} {
+	}{{"bytes", bytesWordCount}, {"typed", typedWordCount}, {"typed-map", typedWordCountMap}} {
 		h := host(b, job.plan)
 		h.Discard()
 		b.Run(job.name+"/tokenize", func(b *testing.B) {

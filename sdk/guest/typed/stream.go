@@ -188,7 +188,13 @@ func (f *form[T]) fast(r *guest.Record) (x T, ok bool) {
 // must is decode for an operator's input: a record that does not decode
 // fails the task.
 func (f *form[T]) must(r guest.Record, op string) T {
-	x, err := f.decode(r)
+	var x T
+	var err error
+	if f.kv != nil {
+		x, err = f.kv.decode(r)
+	} else {
+		x, err = f.v.decode(r.Value)
+	}
 	if err != nil {
 		panic(decodeFailed(op, err))
 	}
@@ -223,8 +229,21 @@ func (f *kvForm[K, V]) decode(r guest.Record) (e KV[K, V], err error) {
 	if !r.HasKey {
 		return e, malformed("a KV record without a key")
 	}
-	if e.Key, err = f.k.decode(r.Key); err != nil {
-		return e, fmt.Errorf("key: %w", err)
+	// The common keyed results (string keys, int64 or string values)
+	// inline, as the operators do.
+	var ok bool
+	if e.Key, ok = f.k.fromBytes(r.Key); !ok {
+		if e.Key, err = f.k.decode(r.Key); err != nil {
+			return e, fmt.Errorf("key: %w", err)
+		}
+	}
+	if f.v.k == kindInt64 && len(r.Value) == 8 {
+		n := binary.LittleEndian.Uint64(r.Value)
+		e.Value = *(*V)(unsafe.Pointer(&n))
+		return e, nil
+	}
+	if e.Value, ok = f.v.fromBytes(r.Value); ok {
+		return e, nil
 	}
 	if e.Value, err = f.v.decode(r.Value); err != nil {
 		return e, fmt.Errorf("value: %w", err)
@@ -293,6 +312,18 @@ func (e *Emitter[T]) Emit(v T) {
 		}
 	}
 	e.emitRecord(v)
+}
+
+// EmitText emits the string whose bytes are text, without making the
+// string: the SDK copies text before EmitText returns, so a tokenizer can
+// lower-case words into one buffer it reuses instead of allocating a string
+// per word (an allocation is among the dearest things in Go's Wasm code).
+func EmitText(out *Emitter[string], text []byte) {
+	if out.plain && out.f.v.k == kindString {
+		out.c.EmitValue(text)
+		return
+	}
+	out.Emit(string(text))
 }
 
 func (e *Emitter[T]) emitRecord(v T) {

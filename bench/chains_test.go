@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -24,6 +25,31 @@ import (
 // native baseline's whole run per word, for scale. It shows where a
 // guest's share of BenchmarkWordCount*P2 goes.
 func BenchmarkGuestChains(b *testing.B) {
+	in, lines := chainInput(b)
+	t0 := time.Now()
+	if _, err := nativeWordCount(in); err != nil {
+		b.Fatal(err)
+	}
+	native := time.Since(t0)
+	for _, g := range []struct {
+		name string
+		wasm func() []byte
+	}{
+		{"go", func() []byte { return localtest.Guest(b, "examples/wordcount-bytes") }},
+		{"go-typed", func() []byte { return localtest.Guest(b, "examples/wordcount") }},
+		{"c", func() []byte { return localtest.CGuest(b, "examples/wordcount-c") }},
+		{"rust", func() []byte { return localtest.RustGuest(b, "examples/wordcount-rs") }},
+		{"as", func() []byte { return localtest.ASGuest(b, "examples/wordcount-as") }},
+	} {
+		b.Run(g.name, func(b *testing.B) {
+			benchChains(b, g.wasm(), in, lines, native)
+		})
+	}
+}
+
+// chainInput writes the word count's input and returns it as the text
+// connector's records.
+func chainInput(b *testing.B) (string, []abi.Record) {
 	in := filepath.Join(b.TempDir(), "input.txt")
 	if err := localtest.GenerateText(in, inputSize, 1); err != nil {
 		b.Fatal(err)
@@ -37,33 +63,43 @@ func BenchmarkGuestChains(b *testing.B) {
 	for sc.Scan() {
 		lines = append(lines, abi.Record{Value: bytes.Clone(bytes.TrimSuffix(sc.Bytes(), []byte("\r")))})
 	}
-	t0 := time.Now()
-	if _, err := nativeWordCount(in); err != nil {
-		b.Fatal(err)
-	}
-	native := time.Since(t0)
-	for _, g := range []struct {
-		name string
-		wasm func() []byte
-	}{
-		{"go", func() []byte { return localtest.Guest(b, "examples/wordcount") }},
-		{"c", func() []byte { return localtest.CGuest(b, "examples/wordcount-c") }},
-		{"rust", func() []byte { return localtest.RustGuest(b, "examples/wordcount-rs") }},
-		{"as", func() []byte { return localtest.ASGuest(b, "examples/wordcount-as") }},
-	} {
-		b.Run(g.name, func(b *testing.B) {
-			benchChains(b, g.wasm(), in, lines, native)
-		})
-	}
+	return in, lines
 }
 
 func benchChains(b *testing.B, wasm []byte, in string, lines []abi.Record, native time.Duration) {
+	c := newChains(b, wasm, in, lines)
+	defer c.close()
+	var tokenize, count time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		tok, cnt := c.pass(b)
+		tokenize += tok
+		count += cnt
+	}
+	n := float64(b.N) * float64(len(c.keyed))
+	b.ReportMetric(float64(tokenize.Nanoseconds())/n, "ns/word_tokenize")
+	b.ReportMetric(float64(count.Nanoseconds())/n, "ns/word_count")
+	b.ReportMetric(float64(native.Nanoseconds())/float64(len(c.keyed)), "native_ns/word")
+}
+
+// chains is a word count module's two guest chains, compiled and planned
+// once, run by pass.
+type chains struct {
+	rt        *wasmhost.Runtime
+	mod       *wasmhost.Module
+	args      []string
+	up, down  []jobgraph.Vertex
+	lines     []abi.Record
+	keyed     []abi.Record
+	closeOnce func()
+}
+
+func newChains(b *testing.B, wasm []byte, in string, lines []abi.Record) *chains {
 	ctx := context.Background()
 	rt, err := wasmhost.NewRuntime(ctx, wasmhost.NewRuntimeConfig())
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer rt.Close(ctx)
 	mod, err := rt.Compile(ctx, wasm)
 	if err != nil {
 		b.Fatal(err)
@@ -73,7 +109,7 @@ func benchChains(b *testing.B, wasm []byte, in string, lines []abi.Record, nativ
 	if err != nil {
 		b.Fatal(err)
 	}
-	chains := jobgraph.Chains(g, 1)
+	cs := jobgraph.Chains(g, 1)
 	byID := map[int]jobgraph.Vertex{}
 	for _, v := range g.Vertices {
 		byID[v.ID] = v
@@ -86,16 +122,6 @@ func benchChains(b *testing.B, wasm []byte, in string, lines []abi.Record, nativ
 		}
 		return ops
 	}
-	open := func(chain []jobgraph.Vertex, emit func([]abi.Record) error) *wasmhost.Instance {
-		inst, err := mod.Instantiate(ctx, wasmhost.TaskConfig{JobID: "bench", TaskName: "t", Chain: chain, Parallelism: 1, Args: args, Emit: emit})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := inst.Open(ctx); err != nil {
-			b.Fatal(err)
-		}
-		return inst
-	}
 	// The count chain's input, keyed words, made natively once: the
 	// callbacks below only count, so the timings are the guest's and
 	// wasmhost's (decoding the emitted batches), not the harness's.
@@ -105,44 +131,122 @@ func benchChains(b *testing.B, wasm []byte, in string, lines []abi.Record, nativ
 			keyed = append(keyed, abi.Record{Key: w, HasKey: true, Value: w})
 		}
 	}
-	var tokenize, count time.Duration
-	b.ResetTimer()
-	for b.Loop() {
-		emitted := 0
-		up := open(guestOps(chains[0]), func(recs []abi.Record) error { emitted += len(recs); return nil })
-		t0 := time.Now()
-		for i := 0; i < len(lines); i += 1024 {
-			if err := up.Process(ctx, lines[i:min(i+1024, len(lines))]); err != nil {
-				b.Fatal(err)
-			}
-		}
-		tokenize += time.Since(t0)
-		up.Close(ctx)
-		if emitted != len(keyed) {
-			b.Fatalf("the tokenize chain emitted %d words, want %d", emitted, len(keyed))
-		}
-		results := 0
-		down := open(guestOps(chains[1]), func(recs []abi.Record) error { results += len(recs); return nil })
-		t1 := time.Now()
-		for i := 0; i < len(keyed); i += 4096 {
-			if err := down.Process(ctx, keyed[i:min(i+4096, len(keyed))]); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if err := down.EndInput(ctx); err != nil {
+	return &chains{rt: rt, mod: mod, args: args, up: guestOps(cs[0]), down: guestOps(cs[1]), lines: lines, keyed: keyed,
+		closeOnce: func() { rt.Close(ctx) }}
+}
+
+func (c *chains) close() { c.closeOnce() }
+
+// pass runs both chains once over the input and returns their times.
+func (c *chains) pass(b *testing.B) (tokenize, count time.Duration) {
+	t := c.timedPass(b)
+	return t.tokenize, t.count
+}
+
+// passTimes are a pass's wall times and CPU times (of the thread that ran
+// the guest) of the two chains.
+type passTimes struct{ tokenize, count, tokenizeCPU, countCPU time.Duration }
+
+// timedPass is pass, with CPU times too.
+func (c *chains) timedPass(b *testing.B) (pt passTimes) {
+	onThread(func() { pt = c.run(b) })
+	return pt
+}
+
+func (c *chains) run(b *testing.B) (pt passTimes) {
+	ctx := context.Background()
+	open := func(chain []jobgraph.Vertex, emit func([]abi.Record) error) *wasmhost.Instance {
+		inst, err := c.mod.Instantiate(ctx, wasmhost.TaskConfig{JobID: "bench", TaskName: "t", Chain: chain, Parallelism: 1, Args: c.args, Emit: emit})
+		if err != nil {
 			b.Fatal(err)
 		}
-		count += time.Since(t1)
-		down.Close(ctx)
-		if results == 0 {
-			b.Fatal("the count chain emitted nothing")
+		if err := inst.Open(ctx); err != nil {
+			b.Fatal(err)
+		}
+		return inst
+	}
+	emitted := 0
+	up := open(c.up, func(recs []abi.Record) error { emitted += len(recs); return nil })
+	t0, c0 := time.Now(), threadCPU()
+	for i := 0; i < len(c.lines); i += 1024 {
+		if err := up.Process(ctx, c.lines[i:min(i+1024, len(c.lines))]); err != nil {
+			b.Fatal(err)
 		}
 	}
-	words := len(keyed)
-	n := float64(b.N) * float64(words)
-	b.ReportMetric(float64(tokenize.Nanoseconds())/n, "ns/word_tokenize")
-	b.ReportMetric(float64(count.Nanoseconds())/n, "ns/word_count")
-	b.ReportMetric(float64(native.Nanoseconds())/float64(words), "native_ns/word")
+	pt.tokenize, pt.tokenizeCPU = time.Since(t0), threadCPU()-c0
+	up.Close(ctx)
+	if emitted != len(c.keyed) {
+		b.Fatalf("the tokenize chain emitted %d words, want %d", emitted, len(c.keyed))
+	}
+	results := 0
+	down := open(c.down, func(recs []abi.Record) error { results += len(recs); return nil })
+	t1, c1 := time.Now(), threadCPU()
+	for i := 0; i < len(c.keyed); i += 4096 {
+		if err := down.Process(ctx, c.keyed[i:min(i+4096, len(c.keyed))]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := down.EndInput(ctx); err != nil {
+		b.Fatal(err)
+	}
+	pt.count, pt.countCPU = time.Since(t1), threadCPU()-c1
+	down.Close(ctx)
+	if results == 0 {
+		b.Fatal("the count chain emitted nothing")
+	}
+	return pt
+}
+
+// BenchmarkGuestChainsTypedVsBytes runs the typed and the byte-level Go
+// word counts' chains (examples/wordcount, examples/wordcount-bytes) as
+// BenchmarkGuestChains does, over a quarter of its input, both in every
+// iteration in alternating order. x_bytes_tokenize and x_bytes_count are the
+// medians over the iterations of the typed chain's CPU time over the
+// byte-level one's (the target is at most 1.10): CPU time of the thread that
+// runs the guest, which a loaded machine disturbs much less than wall time
+// (wall_x_bytes is the wall-time ratio of the sums). ns/word_* are CPU times.
+func BenchmarkGuestChainsTypedVsBytes(b *testing.B) {
+	in, lines := chainInput(b)
+	lines = lines[:len(lines)/4]
+	cs := []*chains{
+		newChains(b, localtest.Guest(b, "examples/wordcount-bytes"), in, lines),
+		newChains(b, localtest.Guest(b, "examples/wordcount"), in, lines),
+	}
+	for _, c := range cs {
+		defer c.close()
+		c.pass(b) // warm up
+	}
+	var tokRatios, cntRatios []float64
+	var cpu, wall [2]time.Duration
+	i := 0
+	b.ResetTimer()
+	for b.Loop() {
+		var pt [2]passTimes
+		for k := range 2 {
+			j := (i + k) % 2
+			pt[j] = cs[j].timedPass(b)
+			cpu[j] += pt[j].tokenizeCPU + pt[j].countCPU
+			wall[j] += pt[j].tokenize + pt[j].count
+		}
+		tokRatios = append(tokRatios, float64(pt[1].tokenizeCPU)/float64(pt[0].tokenizeCPU))
+		cntRatios = append(cntRatios, float64(pt[1].countCPU)/float64(pt[0].countCPU))
+		i++
+	}
+	n := float64(b.N) * float64(len(cs[0].keyed))
+	b.ReportMetric(median(tokRatios), "x_bytes_tokenize")
+	b.ReportMetric(median(cntRatios), "x_bytes_count")
+	b.ReportMetric(float64(wall[1])/float64(wall[0]), "wall_x_bytes")
+	b.ReportMetric(float64(cpu[1].Nanoseconds())/n, "ns/word_typed")
+	b.ReportMetric(float64(cpu[0].Nanoseconds())/n, "ns/word_bytes")
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
 }
 
 // nativeWords splits line as the word count does: maximal runs of ASCII

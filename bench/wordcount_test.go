@@ -97,7 +97,8 @@ func setupSized(b *testing.B, slots int, wasm []byte, size int64) (*localtest.In
 	return c, cl, wasm, in
 }
 
-// BenchmarkWordCountP2 runs the word count (examples/wordcount, Go) at
+// BenchmarkWordCountP2 runs the word count written with the byte-level Go
+// SDK (examples/wordcount-bytes) at
 // parallelism 2 on an embedded cluster and, in the same run, the
 // single-goroutine native word count on the same input. ns/op and MB/s are
 // the cluster's, from SubmitJob to the result (the module uploaded and
@@ -105,7 +106,55 @@ func setupSized(b *testing.B, slots int, wasm []byte, size int64) (*localtest.In
 // a job would find them); x_native is the cluster's throughput as a fraction
 // of native Go's (target ≥ 0.25).
 func BenchmarkWordCountP2(b *testing.B) {
+	benchWordCount(b, localtest.Guest(b, "examples/wordcount-bytes"))
+}
+
+// BenchmarkWordCountTypedP2 is BenchmarkWordCountP2 with the job written
+// with the typed Go SDK (examples/wordcount, sdk/guest/typed).
+func BenchmarkWordCountTypedP2(b *testing.B) {
 	benchWordCount(b, localtest.Guest(b, "examples/wordcount"))
+}
+
+// BenchmarkWordCountTypedVsBytesP2 runs the typed and the byte-level Go
+// word counts (examples/wordcount and examples/wordcount-bytes) on the same
+// cluster and input, once each per iteration in alternating order, so
+// neither always meets a warmer or busier machine. x_bytes is the typed
+// job's time over the byte-level one's (the target is at most 1.10);
+// ns/op is the pair's.
+func BenchmarkWordCountTypedVsBytesP2(b *testing.B) {
+	typedWasm := localtest.Guest(b, "examples/wordcount")
+	c, cl, bytesWasm, in := setupWith(b, 2, localtest.Guest(b, "examples/wordcount-bytes"))
+	args := []string{"--input", in}
+	want, err := nativeWordCount(in)
+	if err != nil {
+		b.Fatal(err)
+	}
+	slices.Sort(want)
+	specs := []client.JobSpec{
+		jobSpec(b, c, cl, bytesWasm, args, nil),
+		jobSpec(b, c, cl, typedWasm, args, nil),
+	}
+	for _, spec := range specs { // warm up, and check both answers
+		if d := localtest.Diff(want, localtest.Lines(runJob(b, cl, spec).Records)); d != "" {
+			b.Fatalf("%s: cluster and native word counts differ:\n%s", spec.ModuleDigest, d)
+		}
+	}
+	var took [2]time.Duration
+	i := 0
+	b.SetBytes(2 * inputSize)
+	b.ResetTimer()
+	for b.Loop() {
+		for k := range 2 {
+			j := (i + k) % 2
+			t0 := time.Now()
+			runJob(b, cl, specs[j])
+			took[j] += time.Since(t0)
+		}
+		i++
+	}
+	b.ReportMetric(float64(took[1])/float64(took[0]), "x_bytes")
+	b.ReportMetric(float64(took[0].Milliseconds())/float64(b.N), "ms/bytes_job")
+	b.ReportMetric(float64(took[1].Milliseconds())/float64(b.N), "ms/typed_job")
 }
 
 // BenchmarkWordCountCP2 is BenchmarkWordCountP2 with the same job written

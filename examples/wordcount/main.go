@@ -1,6 +1,8 @@
 // Command wordcount counts the words of text files: the classic first
-// dataflow job. Words are maximal runs of ASCII letters, lower-cased; the
-// result is one "word<TAB>count" record per distinct word.
+// dataflow job, written with the typed Go SDK (sdk/guest/typed). Words are
+// maximal runs of ASCII letters, lower-cased; the result is one
+// "word<TAB>count" line per distinct word. examples/wordcount-bytes is the
+// same job written with the byte-level SDK.
 //
 // Build it for the cluster with GOOS=wasip1 GOARCH=wasm go build
 // -buildmode=c-shared (sluice run and sluice plan do that for you), and pass
@@ -9,10 +11,12 @@ package main
 
 import (
 	"errors"
-	"flag"
+	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/sluicehq/sluice/sdk/guest"
+	"github.com/sluicehq/sluice/sdk/guest/typed"
 )
 
 func init() { guest.Job(plan) }
@@ -20,91 +24,90 @@ func init() { guest.Job(plan) }
 func main() {}
 
 func plan(env *guest.Env) {
-	var inputs multiFlag
-	fs := flag.NewFlagSet("wordcount", flag.ContinueOnError)
-	fs.Var(&inputs, "input", "text file or glob pattern to count (repeatable)")
-	if err := fs.Parse(env.Args()); err != nil {
+	inputs, err := parseArgs(env.Args())
+	if err != nil {
 		env.Fail(err)
 		return
 	}
-	if len(inputs) == 0 {
-		env.Fail(errors.New("no input: pass -- --input PATH"))
-		return
-	}
 	env.SetName("wordcount")
-	env.TextSource("lines", inputs...).
-		FlatMap("tokenize", tokenize).
-		KeyBy("word", func(r guest.Record) []byte { return r.Value }).
-		Reduce("count", count, guest.EmitFinal()).
-		Map("format", format).
-		Collect("out")
+
+	lines := typed.TextLines(env, "lines", inputs...)
+	words := typed.FlatMap(lines, "tokenize", typed.String(), tokenizer())
+	byWord := typed.KeyByValue(words, "word")
+	counts := typed.Fold(byWord, "count", typed.Int64(), func(n int64, _ string) int64 { return n + 1 }, guest.EmitFinal())
+	typed.Format(counts, "format", func(line []byte, c typed.KV[string, int64]) []byte {
+		return strconv.AppendInt(append(append(line, c.Key...), '\t'), c.Value, 10)
+	}).Collect("out")
 }
 
-// letters maps each ASCII letter to its lower case and every other byte to
-// 0: one table lookup per byte is the cheapest test in wasm, where every
-// branch and comparison costs.
-var letters = func() (t [256]byte) {
+// tokenizer returns the tokenize function: it emits each maximal run of
+// ASCII letters of a line, lower-cased. A word in lower case already is
+// emitted as a slice of the line, and one with capitals is lower-cased
+// into a buffer reused for every word (the SDK copies what is emitted), so
+// no word costs an allocation.
+func tokenizer() func(line string, out *typed.Emitter[string]) {
+	var buf []byte
+	return func(line string, out *typed.Emitter[string]) {
+		i := 0
+		for {
+			for i < len(line) && lower[line[i]] == 0 {
+				i++
+			}
+			if i == len(line) {
+				return
+			}
+			start, upper := i, false
+			for i < len(line) {
+				c := line[i]
+				l := lower[c]
+				if l == 0 {
+					break
+				}
+				upper = upper || l != c
+				i++
+			}
+			if !upper {
+				out.Emit(line[start:i])
+				continue
+			}
+			buf = buf[:0]
+			for j := start; j < i; j++ {
+				buf = append(buf, lower[line[j]])
+			}
+			typed.EmitText(out, buf)
+		}
+	}
+}
+
+// lower maps each ASCII letter to its lower case and every other byte to
+// 0: one table lookup per byte is the cheapest test in Wasm, where every
+// branch costs.
+var lower = func() (t [256]byte) {
 	for c := byte('a'); c <= 'z'; c++ {
-		t[c] = c
-		t[c-'a'+'A'] = c
+		t[c], t[c-'a'+'A'] = c, c
 	}
 	return t
 }()
 
-// lower is tokenize's scratch buffer for words that need lower-casing:
-// records are copied as they are emitted, so one buffer serves every word.
-var lower []byte
-
-// tokenize emits each maximal run of ASCII letters of a line, lower-cased.
-// A word already in lower case is emitted straight from the line, without
-// a copy.
-func tokenize(r guest.Record, out *guest.Collector) {
-	b := r.Value
-	i := 0
-	for {
-		for i < len(b) && letters[b[i]] == 0 {
-			i++
-		}
-		if i == len(b) {
-			return
-		}
-		start, upper := i, false
-		for i < len(b) {
-			c := b[i]
-			l := letters[c]
-			if l == 0 {
-				break
+// parseArgs reads the job's arguments: --input PATH, repeatable.
+func parseArgs(args []string) ([]string, error) {
+	var inputs []string
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "--input" || a == "-input":
+			if i+1 == len(args) {
+				return nil, errors.New("--input needs a value: pass -- --input PATH")
 			}
-			upper = upper || l != c
 			i++
+			inputs = append(inputs, args[i])
+		case strings.HasPrefix(a, "--input="):
+			inputs = append(inputs, strings.TrimPrefix(a, "--input="))
+		default:
+			return nil, fmt.Errorf("unknown argument %s: wordcount takes --input PATH (repeatable)", a)
 		}
-		w := b[start:i]
-		if upper {
-			lower = lower[:0]
-			for _, c := range w {
-				lower = append(lower, letters[c])
-			}
-			w = lower
-		}
-		out.EmitValue(w)
 	}
+	if len(inputs) == 0 {
+		return nil, errors.New("no input: pass -- --input PATH")
+	}
+	return inputs, nil
 }
-
-// count adds one to the word's count.
-func count(acc []byte, _ guest.Record) []byte {
-	return guest.PutInt64(acc, guest.AsInt64(acc)+1)
-}
-
-var line []byte
-
-// format turns {word, count} into "word<TAB>count".
-func format(r guest.Record) guest.Record {
-	line = append(append(line[:0], r.Key...), '\t')
-	line = strconv.AppendInt(line, guest.AsInt64(r.Value), 10)
-	return guest.Record{Value: line}
-}
-
-type multiFlag []string
-
-func (m *multiFlag) String() string     { return "" }
-func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }

@@ -191,6 +191,15 @@ type ReduceOption func(o *op)
 // bounded jobs such as a word count.
 func EmitFinal() ReduceOption { return func(o *op) { o.final = true } }
 
+// EmitResult makes Reduce emit fn(dst, acc) instead of the accumulator acc
+// itself: the result of an accumulator, as Flink's AggregateFunction has
+// one (an average from a sum and a count, say). fn appends the result to dst
+// (empty, with room the SDK reuses) and returns it; keyed state and
+// checkpoints keep the accumulator.
+func EmitResult(fn func(dst, acc []byte) []byte) ReduceOption {
+	return func(o *op) { o.result = fn }
+}
+
 // Reduce folds each key's records into an accumulator kept in keyed state.
 // It emits a record {Key: key, Value: accumulator} after every update, or
 // once per key at the end of input with EmitFinal.

@@ -31,6 +31,10 @@
 // them through KeyedContext and Context. Records handed to user functions
 // alias SDK buffers and are valid during the call only.
 //
+// This is the byte-level API: keys and values are []byte. Its typed layer,
+// package sdk/guest/typed, gives streams of Go values with codecs
+// (docs/go.md); each of its operators is one of this package's.
+//
 // It uses the standard library only. Outside wasip1 it compiles for vetting
 // and native tests: NativeModule hands its exports and host calls to the
 // job test harness, sdk/guest/jobtest (docs/testing.md), which runs a job

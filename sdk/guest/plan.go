@@ -25,6 +25,7 @@ type op struct {
 	keyFn   KeyFunc
 	reduce  ReduceFunc
 	final   bool
+	result  func(dst, acc []byte) []byte
 	process ProcessFunc
 	timer   TimerFunc
 	source  SourceFunc

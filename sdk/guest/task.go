@@ -336,7 +336,17 @@ type reduceStage struct {
 	recs  []Record
 	cache accTable
 	batch []byte // state_put_batch scratch
+	res   []byte // EmitResult scratch
 	state byte   // what keyed state may hold: stateUnknown, stateEmpty, stateMayHold
+}
+
+// emit passes on key's accumulator acc, or its result with EmitResult.
+func (s *reduceStage) emit(key, acc []byte) {
+	if s.op.result != nil {
+		s.res = s.op.result(s.res[:0], acc)
+		acc = s.res
+	}
+	s.next.push(Record{Key: key, HasKey: true, Value: acc})
 }
 
 const (
@@ -363,7 +373,7 @@ func (s *reduceStage) push(r Record) {
 	// of r (valid only during this call): set copies it into the table.
 	s.cache.set(i, s.fn(s.cache.acc(i), r))
 	if !s.op.final {
-		s.next.push(Record{Key: r.Key, HasKey: true, Value: s.cache.acc(i)})
+		s.emit(r.Key, s.cache.acc(i))
 	}
 	if s.cache.len() >= reduceCacheEntries || s.cache.size() >= reduceCacheBytes {
 		s.flush(true)
@@ -474,14 +484,14 @@ func (s *reduceStage) emitFinal() {
 		}
 		for _, r := range s.recs {
 			if i, _, _ := s.cache.find(r.Key); i < 0 {
-				s.next.push(r)
+				s.emit(r.Key, r.Value)
 			}
 		}
 	}
 	c := &s.cache
 	for i := range c.ents {
 		if c.ents[i].present {
-			s.next.push(Record{Key: c.key(i), HasKey: true, Value: c.acc(i)})
+			s.emit(c.key(i), c.acc(i))
 		}
 	}
 }

@@ -1,3 +1,5 @@
+//go:build !wasip1
+
 // Package jobtest is the job test harness: it runs a Sluice job, or one
 // task of it, inside `go test`, with no cluster — Flink's operator test
 // harness and MiniCluster in one — and runs the same test against the

@@ -21,6 +21,8 @@ type Batch struct {
 	Records []abi.Record
 	// Event is set (Event.Type != 0) when the element is an event.
 	Event Event
+	// Bytes is the size of the buffer the records came from.
+	Bytes int
 }
 
 // IsEvent reports whether b is an event rather than records.
@@ -378,7 +380,7 @@ func (g *InputGate) Next(ctx context.Context) (Batch, error) {
 			g.fail(err)
 			return Batch{}, err
 		}
-		return Batch{Producer: ic.producer, Records: recs}, nil
+		return Batch{Producer: ic.producer, Records: recs, Bytes: len(it.data)}, nil
 	}
 }
 

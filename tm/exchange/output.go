@@ -39,7 +39,8 @@ type ResultWriter struct {
 
 	// Measured for the task's metrics (Stats).
 	bytesOut atomic.Int64 // buffer bytes handed to the transport
-	waitNs   atomic.Int64 // time blocked waiting for credit
+	waitNs   atomic.Int64 // time blocked waiting for credit, in waits that ended
+	waiting  atomic.Int64 // when the wait going on started (UnixNano); 0: none
 }
 
 type openResult struct {
@@ -124,6 +125,7 @@ func (o *outputChannel) acquire(ctx context.Context, closed <-chan struct{}) err
 	var waiting time.Time
 	defer func() {
 		if !waiting.IsZero() {
+			o.w.waiting.Store(0)
 			o.w.waitNs.Add(int64(time.Since(waiting)))
 		}
 	}()
@@ -142,6 +144,7 @@ func (o *outputChannel) acquire(ctx context.Context, closed <-chan struct{}) err
 		o.cmu.Unlock()
 		if waiting.IsZero() {
 			waiting = time.Now()
+			o.w.waiting.Store(waiting.UnixNano())
 		}
 		select {
 		case <-o.cwake:
@@ -460,6 +463,9 @@ type WriterStats struct {
 // goroutine, at any time.
 func (w *ResultWriter) Stats() WriterStats {
 	st := WriterStats{BytesOut: w.bytesOut.Load(), BackPressured: time.Duration(w.waitNs.Load())}
+	if since := w.waiting.Load(); since != 0 {
+		st.BackPressured += max(time.Since(time.Unix(0, since)), 0)
+	}
 	if len(w.all) == 0 {
 		return st
 	}

@@ -127,6 +127,8 @@ type jobResult struct {
 	collected []string
 	accs      map[string]int64
 	errs      []error
+	// metrics are each task's final figures, by chain index.
+	metrics map[int][]Sample
 }
 
 func (j job) run(t *testing.T, ctx context.Context) jobResult {
@@ -164,7 +166,7 @@ func (j job) run(t *testing.T, ctx context.Context) jobResult {
 	}
 	queue := &splitQueue{sps: slices.Clone(j.splits)}
 	var mu sync.Mutex
-	res := jobResult{accs: map[string]int64{}}
+	res := jobResult{accs: map[string]int64{}, metrics: map[int][]Sample{}}
 	var wg sync.WaitGroup
 	for ci, c := range chains {
 		var chain []jobgraph.Vertex
@@ -178,7 +180,7 @@ func (j job) run(t *testing.T, ctx context.Context) jobResult {
 				Subtask: sub, Parallelism: c.Parallelism, MaxParallelism: jobgraph.DefaultMaxParallelism,
 				Inputs: inputs[ci], Outputs: outputs[ci],
 			}
-			deps := Deps{Modules: oneModule{j.mod}, Blob: j.store, Exchange: j.mgrs[sub%len(j.mgrs)]}
+			deps := Deps{Modules: oneModule{j.mod}, Blob: j.store, Exchange: j.mgrs[sub%len(j.mgrs)], Metrics: NewMetrics()}
 			if chain[0].Connector == jobgraph.ConnectorText {
 				deps.Splits = queue
 			}
@@ -188,6 +190,7 @@ func (j job) run(t *testing.T, ctx context.Context) jobResult {
 				r, err := Run(ctx, spec, deps)
 				mu.Lock()
 				defer mu.Unlock()
+				res.metrics[ci] = append(res.metrics[ci], deps.Metrics.Sample())
 				if err != nil {
 					res.errs = append(res.errs, err)
 					return

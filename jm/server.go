@@ -178,10 +178,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		HeartbeatTimeout:   cfg.HeartbeatTimeout,
 		SlotRequestTimeout: cfg.SlotRequestTimeout,
 		// Set below, before the server (and so any registration) starts.
-		OnLost:       func(l resourcemanager.Lost) { s.d.TaskManagerLost(l) },
-		OnRegistered: func(tm resourcemanager.TaskManagerInfo) { s.goWarm([]string{tm.RPCAddress}, s.d.RunningModules) },
-		FreeStale:    gw.FreeStale,
-		Logger:       cfg.Logger.With("component", "resourcemanager"),
+		OnLost:        func(l resourcemanager.Lost) { s.d.TaskManagerLost(l) },
+		OnRegistered:  func(tm resourcemanager.TaskManagerInfo) { s.goWarm([]string{tm.RPCAddress}, s.d.RunningModules) },
+		OnTaskMetrics: func(_ string, ms []control.ExecutionMetrics) { s.d.ReportTaskMetrics(ms) },
+		FreeStale:     gw.FreeStale,
+		Logger:        cfg.Logger.With("component", "resourcemanager"),
 	})
 	d, err := dispatcher.New(dispatcher.Config{
 		Blob:                cfg.Blob,

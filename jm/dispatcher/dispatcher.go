@@ -557,6 +557,20 @@ func (d *Dispatcher) Overview(ctx context.Context, tenant string) Overview {
 	return o
 }
 
+// ReportTaskMetrics hands each job's task figures (from a TaskManager's
+// heartbeat) to its JobMaster; figures of unknown jobs are dropped.
+func (d *Dispatcher) ReportTaskMetrics(ms []control.ExecutionMetrics) {
+	byJob := map[string][]control.ExecutionMetrics{}
+	for _, m := range ms {
+		byJob[m.JobID] = append(byJob[m.JobID], m)
+	}
+	for id, ms := range byJob {
+		if jm, err := d.JobMaster(id); err == nil {
+			jm.ReportMetrics(ms)
+		}
+	}
+}
+
 // TaskManagerLost tells the job that held the allocations about them.
 func (d *Dispatcher) TaskManagerLost(l resourcemanager.Lost) {
 	if jm, err := d.JobMaster(l.JobID); err == nil {

@@ -11,7 +11,9 @@ import (
 )
 
 // subtaskMetrics returns vertex v's subtask i figures.
-func subtaskMetrics(d Details, v, i int) control.TaskMetrics { return d.Vertices[v].Subtasks[i].Metrics }
+func subtaskMetrics(d Details, v, i int) control.TaskMetrics {
+	return d.Vertices[v].Subtasks[i].Metrics
+}
 
 // Heartbeat figures reach the subtasks of every vertex of the chain they
 // were measured on; stale ones, unknown executions' and those after the

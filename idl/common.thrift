@@ -112,4 +112,5 @@ struct TaskMetrics {
     14: i64 accumulated_busy_ms,
     15: i64 accumulated_idle_ms,
     16: i64 accumulated_back_pressured_ms,
+    17: i64 last_alignment_ms,        // the last checkpoint's barrier alignment
 }

@@ -583,6 +583,7 @@ type TaskMetrics struct {
 	AccumulatedBusyMs          int64   `thrift:"accumulated_busy_ms,14" frugal:"14,default,i64" json:"accumulated_busy_ms"`
 	AccumulatedIdleMs          int64   `thrift:"accumulated_idle_ms,15" frugal:"15,default,i64" json:"accumulated_idle_ms"`
 	AccumulatedBackPressuredMs int64   `thrift:"accumulated_back_pressured_ms,16" frugal:"16,default,i64" json:"accumulated_back_pressured_ms"`
+	LastAlignmentMs            int64   `thrift:"last_alignment_ms,17" frugal:"17,default,i64" json:"last_alignment_ms"`
 }
 
 func NewTaskMetrics() *TaskMetrics {
@@ -655,6 +656,10 @@ func (p *TaskMetrics) GetAccumulatedIdleMs() (v int64) {
 func (p *TaskMetrics) GetAccumulatedBackPressuredMs() (v int64) {
 	return p.AccumulatedBackPressuredMs
 }
+
+func (p *TaskMetrics) GetLastAlignmentMs() (v int64) {
+	return p.LastAlignmentMs
+}
 func (p *TaskMetrics) SetExecutionId(val string) {
 	p.ExecutionId = val
 }
@@ -703,6 +708,9 @@ func (p *TaskMetrics) SetAccumulatedIdleMs(val int64) {
 func (p *TaskMetrics) SetAccumulatedBackPressuredMs(val int64) {
 	p.AccumulatedBackPressuredMs = val
 }
+func (p *TaskMetrics) SetLastAlignmentMs(val int64) {
+	p.LastAlignmentMs = val
+}
 
 func (p *TaskMetrics) String() string {
 	if p == nil {
@@ -728,6 +736,7 @@ var fieldIDToName_TaskMetrics = map[int16]string{
 	14: "accumulated_busy_ms",
 	15: "accumulated_idle_ms",
 	16: "accumulated_back_pressured_ms",
+	17: "last_alignment_ms",
 }
 
 type SluiceError struct {

@@ -141,7 +141,7 @@ func TestReportsRoundTrip(t *testing.T) {
 		Collected: [][]byte{[]byte("r")}, SinkParts: []checkpoint.SinkPart{{Pending: "p", Final: "f", Size: 4}},
 		Metrics: &control.TaskMetrics{RecordsIn: 1, RecordsOut: 2, BytesIn: 3, BytesOut: 4, BusyMsPerSecond: 5,
 			IdleMsPerSecond: 6, BackPressuredMsPerSecond: 7, OutputBufferUsage: 0.5, MemoryPages: 8, Fuel: 9,
-			Reported: time.UnixMilli(1700000000123), AccumulatedBusyMs: 10, AccumulatedIdleMs: 11, AccumulatedBackPressuredMs: 12},
+			Reported: time.UnixMilli(1700000000123), AccumulatedBusyMs: 10, AccumulatedIdleMs: 11, AccumulatedBackPressuredMs: 12, LastAlignmentMs: 13},
 	}
 	if got := TaskUpdateFromWire(TaskUpdateToWire(u)); !reflect.DeepEqual(got, u) {
 		t.Errorf("update: %+v", got)

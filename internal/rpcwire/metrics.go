@@ -33,6 +33,7 @@ func taskMetricsToWire(executionID, jobID string, m *control.TaskMetrics) *commo
 		AccumulatedBusyMs:          m.AccumulatedBusyMs,
 		AccumulatedIdleMs:          m.AccumulatedIdleMs,
 		AccumulatedBackPressuredMs: m.AccumulatedBackPressuredMs,
+		LastAlignmentMs:            m.LastAlignmentMs,
 	}
 }
 
@@ -55,6 +56,7 @@ func taskMetricsFromWire(w *common.TaskMetrics) *control.TaskMetrics {
 		AccumulatedBusyMs:          w.GetAccumulatedBusyMs(),
 		AccumulatedIdleMs:          w.GetAccumulatedIdleMs(),
 		AccumulatedBackPressuredMs: w.GetAccumulatedBackPressuredMs(),
+		LastAlignmentMs:            w.GetLastAlignmentMs(),
 	}
 	if ms := w.GetReportedMs(); ms != 0 {
 		m.Reported = time.UnixMilli(ms)

@@ -69,6 +69,7 @@ func controlMetrics(s task.Sample, r rates) control.TaskMetrics {
 		Reported:          s.At,
 		AccumulatedBusyMs: s.Busy().Milliseconds(), AccumulatedIdleMs: s.Idle.Milliseconds(),
 		AccumulatedBackPressuredMs: s.BackPressured.Milliseconds(),
+		LastAlignmentMs:            s.LastAlignment.Milliseconds(),
 	}
 }
 

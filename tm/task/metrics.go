@@ -25,6 +25,7 @@ type Metrics struct {
 	bytesIn, bytesOut     atomic.Int64 // bytesOut: collected values; the writers count their own
 	idleNs                atomic.Int64 // in waits that ended
 	idleFrom              atomic.Int64 // when the wait going on started (UnixNano); 0: none
+	alignNs               atomic.Int64 // the last completed barrier alignment
 
 	mu      sync.Mutex
 	writers []*exchange.ResultWriter
@@ -54,6 +55,9 @@ type Sample struct {
 	OutputBufferUsage float64
 	// MemoryPages and Fuel are the guest's, zero without a guest.
 	MemoryPages, Fuel int64
+	// LastAlignment is how long the last checkpoint's barriers took to
+	// align over all input channels.
+	LastAlignment time.Duration
 }
 
 // Busy is the part of Elapsed that was neither idle nor back-pressured.
@@ -68,6 +72,7 @@ func (m *Metrics) Sample() Sample {
 		At: now, Elapsed: now.Sub(m.start), Idle: time.Duration(m.idleNs.Load()),
 		RecordsIn: m.recordsIn.Load(), RecordsOut: m.recordsOut.Load(),
 		BytesIn: m.bytesIn.Load(), BytesOut: m.bytesOut.Load(),
+		LastAlignment: time.Duration(m.alignNs.Load()),
 	}
 	if from := m.idleFrom.Load(); from != 0 {
 		s.Idle += max(now.Sub(time.Unix(0, from)), 0)
@@ -122,6 +127,12 @@ func (m *Metrics) addOut(records, bytes int) {
 		if bytes > 0 {
 			m.bytesOut.Add(int64(bytes))
 		}
+	}
+}
+
+func (m *Metrics) aligned(d time.Duration) {
+	if m != nil {
+		m.alignNs.Store(int64(d))
 	}
 }
 

@@ -163,6 +163,7 @@ type task struct {
 	channels    int // input channels of all gates
 	singleGate  bool
 	alignID     int64
+	alignStart  time.Time            // when the first barrier of alignID arrived
 	seen        map[chanKey]struct{} // delivered barrier alignID
 	superseded  map[int64]struct{}   // older checkpoints declined while aligning
 	ended       map[chanKey]struct{} // delivered END_OF_PARTITION

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/control"
+	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/tm/task"
 	"github.com/sluicehq/sluice/wasmhost"
 )
@@ -24,7 +25,11 @@ type TaskStat struct {
 	// the names, head first.
 	Task      string
 	Operators []string
-	Subtask   int
+	// SourceHead: the chain's head is a host source (the text source),
+	// whose records out are the task's records in; SinkTail: its tail is a
+	// host sink, whose records in are the task's records out.
+	SourceHead, SinkTail bool
+	Subtask              int
 	// Ended: the task stopped; these are its final figures.
 	Ended   bool
 	Metrics control.TaskMetrics
@@ -124,10 +129,18 @@ func taskStat(d control.Deployment, m control.TaskMetrics, ended bool) TaskStat 
 	for i, v := range d.Chain {
 		ops[i] = v.Name
 	}
-	return TaskStat{
+	st := TaskStat{
 		ExecutionID: d.ExecutionID, JobID: d.JobID, JobName: d.JobName, Tenant: d.Tenant,
 		Task: strings.Join(ops, " -> "), Operators: ops, Subtask: d.Subtask, Ended: ended, Metrics: m,
 	}
+	if n := len(d.Chain); n > 0 {
+		st.SourceHead = d.Chain[0].Connector == jobgraph.ConnectorText
+		switch d.Chain[n-1].Connector {
+		case jobgraph.ConnectorCollect, jobgraph.ConnectorFile:
+			st.SinkTail = true
+		}
+	}
+	return st
 }
 
 // GuestFailures returns the traps and deadline hits by tenant.

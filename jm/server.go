@@ -15,9 +15,11 @@ import (
 	"github.com/sluicehq/sluice/internal/admit"
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/control"
+	"github.com/sluicehq/sluice/internal/metricsrv"
 	"github.com/sluicehq/sluice/internal/rpcserver"
 	"github.com/sluicehq/sluice/jm/dispatcher"
 	"github.com/sluicehq/sluice/jm/jobmaster"
+	"github.com/sluicehq/sluice/jm/metrics"
 	"github.com/sluicehq/sluice/jm/resourcemanager"
 	"github.com/sluicehq/sluice/jm/rpc"
 	"github.com/sluicehq/sluice/wasmhost"
@@ -87,6 +89,10 @@ type Config struct {
 	Auth rpc.Auth
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
+	// MetricsListenAddr, when set, is where the JobManager serves its
+	// Prometheus metrics at /metrics (port 0 picks one; see MetricsAddr).
+	// Empty means no metrics endpoint.
+	MetricsListenAddr string
 }
 
 // Server is a running JobManager: the Dispatcher, ResourceManager and every
@@ -102,6 +108,7 @@ type Server struct {
 	closeOnce sync.Once
 	closeErr  error
 	gw        *rpc.TaskExecutors
+	metrics   *metricsrv.Server // nil without MetricsListenAddr
 
 	// Warm requests run in the background: bgCtx ends them at Close,
 	// which waits for them (bg).
@@ -225,6 +232,28 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("jobmanager: %w", err)
 	}
 	s.srv = srv
+	if cfg.MetricsListenAddr != "" {
+		reg := metricsrv.NewRegistry()
+		reg.MustRegister(metrics.NewCollector(metrics.Source{
+			Jobs: func() []metrics.Job {
+				jms := d.JobMasters()
+				out := make([]metrics.Job, len(jms))
+				for i, j := range jms {
+					out[i] = j
+				}
+				return out
+			},
+			Overview: s.rm.Overview,
+		}))
+		if s.metrics, err = metricsrv.Listen(cfg.MetricsListenAddr, reg, cfg.Logger); err != nil {
+			srv.Close()
+			d.Close()
+			s.rm.Close()
+			s.closeRuntime(ctx)
+			return nil, fmt.Errorf("jobmanager: %w", err)
+		}
+		s.log.Info("serving metrics", "addr", s.metrics.Addr())
+	}
 	adv := advertised(cfg.AdvertiseAddr, srv.Addr())
 	s.advertise.Store(adv)
 	s.log.Info("jobmanager serving", "addr", srv.Addr(), "advertise", adv)
@@ -314,6 +343,15 @@ func advertised(configured, bound string) string {
 // Addr returns the address the JobManager is bound to, host:port.
 func (s *Server) Addr() string { return s.srv.Addr() }
 
+// MetricsAddr returns the bound address of the Prometheus endpoint
+// (host:port), or "" when the JobManager serves none.
+func (s *Server) MetricsAddr() string {
+	if s.metrics == nil {
+		return ""
+	}
+	return s.metrics.Addr()
+}
+
 // Dispatcher returns the Dispatcher, for in-process use (tests, embedded
 // tools); clients use the Dispatcher service.
 func (s *Server) Dispatcher() *dispatcher.Dispatcher { return s.d }
@@ -332,6 +370,9 @@ func (s *Server) Close() error {
 		s.bg.Wait()
 		s.d.Close()
 		s.closeErr = s.srv.Close()
+		if s.metrics != nil {
+			s.closeErr = errors.Join(s.closeErr, s.metrics.Close())
+		}
 		s.rm.Close()
 		s.closeRuntime(context.Background())
 	})

@@ -454,6 +454,14 @@ func (d *Dispatcher) JobMaster(id string) (*jobmaster.JobMaster, error) {
 	return jm, nil
 }
 
+// JobMasters returns the JobMaster of every job it holds, of every tenant
+// (for the JobManager's metrics, which an operator reads, not a tenant).
+func (d *Dispatcher) JobMasters() []*jobmaster.JobMaster {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Collect(maps.Values(d.jobs))
+}
+
 // RunningModules returns the modules of the jobs that have not ended, of
 // every tenant, newest job first, each module once: what a TaskManager
 // with free slots may be asked to run next.

@@ -86,9 +86,10 @@ type JobMaster struct {
 	stop   sync.Once
 	bg     sync.WaitGroup // RPCs and timers started by the loop
 
-	mu     sync.Mutex
-	snap   Result
-	cpSnap []checkpoint.Stats
+	mu       sync.Mutex
+	snap     Result
+	cpSnap   []checkpoint.Stats
+	cpCounts checkpointing.Counts
 	// metrics are the latest figures of the executions in snap, by
 	// execution id (TaskManager heartbeats and final reports).
 	metrics map[string]control.TaskMetrics
@@ -1351,10 +1352,11 @@ func (jm *JobMaster) publish() {
 			r.Vertices = append(r.Vertices, vs)
 		}
 	}
-	cps := jm.cp.Stats()
+	cps, counts := jm.cp.Stats(), jm.cp.Counts()
 	jm.mu.Lock()
 	jm.snap = r
 	jm.cpSnap = cps
+	jm.cpCounts = counts
 	// Keep figures of the executions shown only, and make room for theirs.
 	live := make(map[string]control.TaskMetrics, len(jm.execs))
 	for _, x := range jm.execs {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -38,6 +39,12 @@ type Config struct {
 	// JobManager, when set, adjusts the JobManager's configuration before
 	// it starts (tests shorten heartbeat timeouts with it).
 	JobManager func(*jm.Config)
+	// MetricsHost, when set, has the JobManager and every TaskManager
+	// serve Prometheus metrics on a port of their own on that host (port
+	// 0: see jm.Server.MetricsAddr, tm.TaskManager.MetricsAddr).
+	MetricsHost string
+	// DisableMetrics turns the TaskManagers' task metrics off.
+	DisableMetrics bool
 }
 
 // DefaultSlots is the number of slots per TaskManager when Config.Slots is 0.
@@ -119,6 +126,9 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		Runtime:    c.rt,
 		Logger:     log.With("component", "jobmanager"),
 	}
+	if cfg.MetricsHost != "" {
+		jcfg.MetricsListenAddr = net.JoinHostPort(cfg.MetricsHost, "0")
+	}
 	if cfg.JobManager != nil {
 		cfg.JobManager(&jcfg)
 	}
@@ -140,6 +150,17 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 
 // Addr is the JobManager's Kitex address.
 func (c *Cluster) Addr() string { return c.jm.Addr() }
+
+// JobManager is the cluster's JobManager.
+func (c *Cluster) JobManager() *jm.Server { return c.jm }
+
+// metricsAddr is port 0 on host, or "" (no endpoint) without a host.
+func metricsAddr(host string) string {
+	if host == "" {
+		return ""
+	}
+	return net.JoinHostPort(host, "0")
+}
 
 // Blob is the cluster's blob store.
 func (c *Cluster) Blob() blob.Store { return c.store }
@@ -171,6 +192,9 @@ func (c *Cluster) AddTaskManager(ctx context.Context, slots int) (*tm.TaskManage
 		CacheDir:   c.cacheDir,
 		ResourceID: fmt.Sprintf("local-tm-%d", n),
 		Logger:     c.log.With("component", "taskmanager"),
+
+		DisableMetrics:    c.cfg.DisableMetrics,
+		MetricsListenAddr: metricsAddr(c.cfg.MetricsHost),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("embedded cluster: task manager %d: %w", n, err)

@@ -82,7 +82,7 @@ type Executor struct {
 	ended        []string                        // execution ids of ended tasks with kept logs, oldest first
 	// endedStats are the final figures of tasks that ended since the last
 	// TaskStats; guestFailures counts traps and deadline hits by tenant.
-	endedStats    []TaskStat
+	endedStats    []endedStat
 	guestFailures map[string]GuestFailures
 }
 

@@ -11,9 +11,19 @@ import (
 	"github.com/sluicehq/sluice/wasmhost"
 )
 
-// maxEndedStats bounds the final figures of ended tasks kept for the next
-// scrape (TaskStats), so a TaskManager nobody scrapes keeps no more.
-const maxEndedStats = 256
+// An ended task's final figures are kept for the next endedScrapes calls
+// of TaskStats (two: a scrape that fails on its way to Prometheus does
+// not lose them), up to maxEndedStats of them, so a TaskManager nobody
+// scrapes keeps no more.
+const (
+	endedScrapes  = 2
+	maxEndedStats = 256
+)
+
+type endedStat struct {
+	st   TaskStat
+	left int // TaskStats calls that still return it
+}
 
 // TaskStat is one task's figures with what labels them.
 type TaskStat struct {
@@ -102,15 +112,16 @@ func (e *Executor) HeartbeatMetrics() []control.ExecutionMetrics {
 
 // TaskStats returns the figures of every running task (the per-second ones
 // of the last heartbeat window) and the final figures of the tasks that
-// ended since the last call, which it forgets: a scrape sees an ended task
-// once, then its series go. Nil with metrics off.
+// ended lately: each is returned by the next two calls, then forgotten, so
+// a scrape sees an ended task's last figures before its series go. Empty
+// with metrics off.
 func (e *Executor) TaskStats() []TaskStat {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	out := make([]TaskStat, 0, len(e.tasks)+len(e.endedStats))
 	ended := make(map[string]bool, len(e.endedStats))
-	for _, st := range e.endedStats {
-		ended[st.ExecutionID] = true
+	for _, es := range e.endedStats {
+		ended[es.st.ExecutionID] = true
 	}
 	for id, t := range e.tasks {
 		// A task that just ended is still in the table until its final
@@ -119,8 +130,15 @@ func (e *Executor) TaskStats() []TaskStat {
 			out = append(out, taskStat(t.d, controlMetrics(t.meter.m.Sample(), t.meter.rates), false))
 		}
 	}
-	out = append(out, e.endedStats...)
-	e.endedStats = nil
+	kept := e.endedStats[:0]
+	for _, es := range e.endedStats {
+		out = append(out, es.st)
+		if es.left--; es.left > 0 {
+			kept = append(kept, es)
+		}
+	}
+	clear(e.endedStats[len(kept):])
+	e.endedStats = kept
 	return out
 }
 
@@ -180,6 +198,6 @@ func (e *Executor) finalMetrics(t *runningTask, err error) *control.TaskMetrics 
 	if len(e.endedStats) >= maxEndedStats {
 		e.endedStats = e.endedStats[1:]
 	}
-	e.endedStats = append(e.endedStats, taskStat(t.d, m, true))
+	e.endedStats = append(e.endedStats, endedStat{st: taskStat(t.d, m, true), left: endedScrapes})
 	return &m
 }

@@ -36,8 +36,8 @@ func TestRatesBetween(t *testing.T) {
 	}
 }
 
-// A task's final report carries its figures; a scrape sees an ended task
-// once; with metrics off nothing is measured.
+// A task's final report carries its figures; two scrapes see an ended
+// task's, then it is gone; with metrics off nothing is measured.
 func TestFinalMetricsAndEndedStats(t *testing.T) {
 	jms := &fakeJMs{}
 	e := newExecutor(t, 1, jms)
@@ -55,8 +55,11 @@ func TestFinalMetricsAndEndedStats(t *testing.T) {
 	if len(stats) != 1 || !stats[0].Ended || stats[0].ExecutionID != "e1" || stats[0].JobName != "word count" || stats[0].Task != "src" {
 		t.Fatalf("stats after the task ended: %+v", stats)
 	}
+	if stats := e.TaskStats(); len(stats) != 1 || stats[0].ExecutionID != "e1" {
+		t.Fatalf("second scrape after the task ended: %+v, want its figures again", stats)
+	}
 	if stats := e.TaskStats(); len(stats) != 0 {
-		t.Fatalf("an ended task's figures were kept after a scrape: %+v", stats)
+		t.Fatalf("an ended task's figures were kept after two scrapes: %+v", stats)
 	}
 
 	off := New(Config{Slots: 1, JobMasters: jms, Logger: slog.New(slog.DiscardHandler), DisableMetrics: true})

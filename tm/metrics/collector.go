@@ -79,9 +79,10 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect reads the current figures. A task that ended since the last
-// scrape is collected once more, with its final figures; a task running
-// under the same labels (its next attempt) wins over them.
+// Collect reads the current figures. A task that ended lately is
+// collected by the next two scrapes, with its final figures (see
+// executor.TaskStats); a task running under the same labels (its next
+// attempt) wins over them.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	stats := c.src.TaskStats()
 	type key struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -135,4 +136,53 @@ func TestMetricsBackPressureAndIdle(t *testing.T) {
 			t.Errorf("err = %v, want context.Canceled", err)
 		}
 	}
+}
+
+// BenchmarkTaskMetricsWordCount runs the word count's two chains at p=2
+// across two exchange Managers in one process (no JobManager, no RPC: the
+// task runtime alone), with the task metrics on and off, alternating which
+// goes first. x_metrics is the throughput with metrics as a fraction of
+// the throughput without, over all iterations and as the median of the
+// iterations' ratios.
+func BenchmarkTaskMetricsWordCount(b *testing.B) {
+	mod := testGuest(b)
+	store := openStore(b)
+	var sb strings.Builder
+	for i := 0; sb.Len() < 8<<20; i++ {
+		fmt.Fprintf(&sb, "the quick w%d brown fox w%d jumps over w%d the lazy dog\n", i%1000, i%37, i%5003)
+	}
+	data := sb.String()
+	put(b, store, "in/words.txt", []byte(data))
+	j := job{
+		g: plan(b, mod, "wordcount"), mod: mod, args: []string{"wordcount"}, p: 2,
+		mgrs: []*exchange.Manager{newManager(b), newManager(b)}, store: store,
+		splits: cut("in/words.txt", int64(len(data)), 1<<20),
+	}
+	run := func(noMetrics bool) time.Duration {
+		j := j
+		j.noMetrics = noMetrics
+		t0 := time.Now()
+		if res := j.run(b, context.Background()); len(res.errs) > 0 {
+			b.Fatal(res.errs)
+		}
+		return time.Since(t0)
+	}
+	run(false) // warm up
+	var on, off time.Duration
+	var ratios []float64
+	b.SetBytes(int64(len(data)))
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		var a, z time.Duration
+		if i%2 == 0 {
+			z, a = run(true), run(false)
+		} else {
+			a, z = run(false), run(true)
+		}
+		on, off = on+a, off+z
+		ratios = append(ratios, float64(z)/float64(a))
+	}
+	slices.Sort(ratios)
+	b.ReportMetric(float64(off)/float64(on), "x_metrics")
+	b.ReportMetric(ratios[len(ratios)/2], "x_metrics_median")
 }

@@ -121,6 +121,8 @@ type job struct {
 	mgrs   []*exchange.Manager
 	store  blob.Store
 	splits []checkpoint.Split // of every text source
+	// noMetrics runs the tasks with metrics off.
+	noMetrics bool
 }
 
 type jobResult struct {
@@ -131,7 +133,7 @@ type jobResult struct {
 	metrics map[int][]Sample
 }
 
-func (j job) run(t *testing.T, ctx context.Context) jobResult {
+func (j job) run(t testing.TB, ctx context.Context) jobResult {
 	t.Helper()
 	chains := jobgraph.Chains(j.g, j.p)
 	chainOf := map[int]int{}
@@ -180,7 +182,10 @@ func (j job) run(t *testing.T, ctx context.Context) jobResult {
 				Subtask: sub, Parallelism: c.Parallelism, MaxParallelism: jobgraph.DefaultMaxParallelism,
 				Inputs: inputs[ci], Outputs: outputs[ci],
 			}
-			deps := Deps{Modules: oneModule{j.mod}, Blob: j.store, Exchange: j.mgrs[sub%len(j.mgrs)], Metrics: NewMetrics()}
+			deps := Deps{Modules: oneModule{j.mod}, Blob: j.store, Exchange: j.mgrs[sub%len(j.mgrs)]}
+			if !j.noMetrics {
+				deps.Metrics = NewMetrics()
+			}
 			if chain[0].Connector == jobgraph.ConnectorText {
 				deps.Splits = queue
 			}
@@ -190,7 +195,9 @@ func (j job) run(t *testing.T, ctx context.Context) jobResult {
 				r, err := Run(ctx, spec, deps)
 				mu.Lock()
 				defer mu.Unlock()
-				res.metrics[ci] = append(res.metrics[ci], deps.Metrics.Sample())
+				if deps.Metrics != nil {
+					res.metrics[ci] = append(res.metrics[ci], deps.Metrics.Sample())
+				}
 				if err != nil {
 					res.errs = append(res.errs, err)
 					return
@@ -209,7 +216,7 @@ func (j job) run(t *testing.T, ctx context.Context) jobResult {
 	return res
 }
 
-func plan(t *testing.T, mod *wasmhost.Module, args ...string) *jobgraph.Graph {
+func plan(t testing.TB, mod *wasmhost.Module, args ...string) *jobgraph.Graph {
 	t.Helper()
 	g, err := mod.Plan(context.Background(), args, wasmhost.Limits{})
 	if err != nil {

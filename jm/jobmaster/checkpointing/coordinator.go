@@ -161,7 +161,7 @@ type Coordinator struct {
 	latest *checkpoint.Metadata
 	// history holds ended checkpoints, oldest first.
 	history   []checkpoint.Stats
-	counts    Counts // every checkpoint that ended, history or not
+	counts    Counts    // every checkpoint that ended, history or not
 	failures  int       // periodic checkpoints failed in a row
 	lastEnd   time.Time // last completion or abort (monotonic)
 	tickArmed bool

@@ -90,3 +90,27 @@ struct TaskStack {
 struct TaskStacks {
     1: list<TaskStack> tasks,
 }
+
+// What one running task (a subtask of a chain) measured, as its TaskManager
+// reports it: internal/control.TaskMetrics. Counters are cumulative since
+// the task attempt started; the per-second figures cover the TaskManager's
+// last heartbeat interval.
+struct TaskMetrics {
+    1: string execution_id,
+    2: string job_id,
+    3: i64 records_in,
+    4: i64 records_out,
+    5: i64 bytes_in,
+    6: i64 bytes_out,
+    7: i64 busy_ms_per_second,
+    8: i64 idle_ms_per_second,
+    9: i64 back_pressured_ms_per_second,
+    10: double output_buffer_usage,   // 0 to 1
+    11: i64 memory_pages,             // guest linear memory, 64 KiB pages
+    12: i64 fuel,                     // guest fuel consumed
+    13: i64 reported_ms,              // when measured, Unix ms
+    14: i64 accumulated_busy_ms,
+    15: i64 accumulated_idle_ms,
+    16: i64 accumulated_back_pressured_ms,
+    17: i64 last_alignment_ms,        // the last checkpoint's barrier alignment
+}

@@ -12,6 +12,7 @@ struct TaskStateUpdate {
     6: list<binary> collected,  // collect-sink records, sent with FINISHED
     7: list<common.SinkPart> sink_parts,  // FINISHED: file-sink parts for the final commit
     8: string failure_kind,   // FAILED: CAUSE or CONSEQUENCE (empty: CAUSE)
+    9: optional common.TaskMetrics metrics,  // with a final state: the task's last figures
 }
 
 // Where a text-source subtask stands at a barrier.

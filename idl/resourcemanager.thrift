@@ -30,6 +30,8 @@ struct HeartbeatRequest {
     2: string registration_id,
     3: list<SlotStatus> slot_report,
     4: map<string, i64> metrics,
+    // The live figures of every task running on the TaskManager.
+    5: optional list<common.TaskMetrics> tasks,
 }
 
 struct HeartbeatResponse {

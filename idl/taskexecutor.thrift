@@ -46,6 +46,7 @@ struct TaskDeployment {
     18: optional i64 max_state_bytes,
     19: optional TaskRestore restore,  // the checkpoint the task restores its state from
     20: list<Vertex> chain,   // the task's operator chain, head first, host connectors included
+    21: optional string job_name,  // for the TaskManager's metric labels
 }
 
 // The snapshots a subtask merges on restore (several after a rescale).

@@ -15,9 +15,11 @@ import (
 	"github.com/sluicehq/sluice/internal/admit"
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/control"
+	"github.com/sluicehq/sluice/internal/metricsrv"
 	"github.com/sluicehq/sluice/internal/rpcserver"
 	"github.com/sluicehq/sluice/jm/dispatcher"
 	"github.com/sluicehq/sluice/jm/jobmaster"
+	"github.com/sluicehq/sluice/jm/metrics"
 	"github.com/sluicehq/sluice/jm/resourcemanager"
 	"github.com/sluicehq/sluice/jm/rest"
 	"github.com/sluicehq/sluice/jm/rpc"
@@ -91,6 +93,10 @@ type Config struct {
 	Auth rpc.Auth
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
+	// MetricsListenAddr, when set, is where the JobManager serves its
+	// Prometheus metrics at /metrics (port 0 picks one; see MetricsAddr).
+	// Empty means no metrics endpoint.
+	MetricsListenAddr string
 }
 
 // Server is a running JobManager: the Dispatcher, ResourceManager and every
@@ -106,7 +112,8 @@ type Server struct {
 	closeOnce sync.Once
 	closeErr  error
 	gw        *rpc.TaskExecutors
-	rest      *rest.Server // nil without RESTListenAddr
+	rest      *rest.Server      // nil without RESTListenAddr
+	metrics   *metricsrv.Server // nil without MetricsListenAddr
 
 	// Warm requests run in the background: bgCtx ends them at Close,
 	// which waits for them (bg).
@@ -183,10 +190,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		HeartbeatTimeout:   cfg.HeartbeatTimeout,
 		SlotRequestTimeout: cfg.SlotRequestTimeout,
 		// Set below, before the server (and so any registration) starts.
-		OnLost:       func(l resourcemanager.Lost) { s.d.TaskManagerLost(l) },
-		OnRegistered: func(tm resourcemanager.TaskManagerInfo) { s.goWarm([]string{tm.RPCAddress}, s.d.RunningModules) },
-		FreeStale:    gw.FreeStale,
-		Logger:       cfg.Logger.With("component", "resourcemanager"),
+		OnLost:        func(l resourcemanager.Lost) { s.d.TaskManagerLost(l) },
+		OnRegistered:  func(tm resourcemanager.TaskManagerInfo) { s.goWarm([]string{tm.RPCAddress}, s.d.RunningModules) },
+		OnTaskMetrics: func(_ string, ms []control.ExecutionMetrics) { s.d.ReportTaskMetrics(ms) },
+		FreeStale:     gw.FreeStale,
+		Logger:        cfg.Logger.With("component", "resourcemanager"),
 	})
 	d, err := dispatcher.New(dispatcher.Config{
 		Blob:                cfg.Blob,
@@ -245,6 +253,31 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			s.closeRuntime(ctx)
 			return nil, fmt.Errorf("jobmanager: %w", err)
 		}
+	}
+	if cfg.MetricsListenAddr != "" {
+		reg := metricsrv.NewRegistry()
+		reg.MustRegister(metrics.NewCollector(metrics.Source{
+			Jobs: func() []metrics.Job {
+				jms := d.JobMasters()
+				out := make([]metrics.Job, len(jms))
+				for i, j := range jms {
+					out[i] = j
+				}
+				return out
+			},
+			Overview: s.rm.Overview,
+		}))
+		if s.metrics, err = metricsrv.Listen(cfg.MetricsListenAddr, reg, cfg.Logger); err != nil {
+			if s.rest != nil {
+				s.rest.Close()
+			}
+			srv.Close()
+			d.Close()
+			s.rm.Close()
+			s.closeRuntime(ctx)
+			return nil, fmt.Errorf("jobmanager: %w", err)
+		}
+		s.log.Info("serving metrics", "addr", s.metrics.Addr())
 	}
 	adv := advertised(cfg.AdvertiseAddr, srv.Addr())
 	s.advertise.Store(adv)
@@ -344,6 +377,15 @@ func (s *Server) RESTAddr() string {
 	return s.rest.Addr()
 }
 
+// MetricsAddr returns the bound address of the Prometheus endpoint
+// (host:port), or "" when the JobManager serves none.
+func (s *Server) MetricsAddr() string {
+	if s.metrics == nil {
+		return ""
+	}
+	return s.metrics.Addr()
+}
+
 // Dispatcher returns the Dispatcher, for in-process use (tests, embedded
 // tools); clients use the Dispatcher service.
 func (s *Server) Dispatcher() *dispatcher.Dispatcher { return s.d }
@@ -368,6 +410,9 @@ func (s *Server) Close() error {
 		s.bg.Wait()
 		s.d.Close()
 		s.closeErr = s.srv.Close()
+		if s.metrics != nil {
+			s.closeErr = errors.Join(s.closeErr, s.metrics.Close())
+		}
 		s.rm.Close()
 		s.closeRuntime(context.Background())
 	})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -41,6 +42,12 @@ type Config struct {
 	// JobManager, when set, adjusts the JobManager's configuration before
 	// it starts (tests shorten heartbeat timeouts with it).
 	JobManager func(*jm.Config)
+	// MetricsHost, when set, has the JobManager and every TaskManager
+	// serve Prometheus metrics on a port of their own on that host (port
+	// 0: see jm.Server.MetricsAddr, tm.TaskManager.MetricsAddr).
+	MetricsHost string
+	// DisableMetrics turns the TaskManagers' task metrics off.
+	DisableMetrics bool
 }
 
 // DefaultSlots is the number of slots per TaskManager when Config.Slots is 0.
@@ -124,6 +131,9 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 
 		RESTListenAddr: cfg.RESTListenAddr,
 	}
+	if cfg.MetricsHost != "" {
+		jcfg.MetricsListenAddr = net.JoinHostPort(cfg.MetricsHost, "0")
+	}
 	if cfg.JobManager != nil {
 		cfg.JobManager(&jcfg)
 	}
@@ -149,6 +159,17 @@ func (c *Cluster) Addr() string { return c.jm.Addr() }
 // RESTAddr is the JobManager's REST API address; "" without
 // Config.RESTListenAddr.
 func (c *Cluster) RESTAddr() string { return c.jm.RESTAddr() }
+
+// JobManager is the cluster's JobManager.
+func (c *Cluster) JobManager() *jm.Server { return c.jm }
+
+// metricsAddr is port 0 on host, or "" (no endpoint) without a host.
+func metricsAddr(host string) string {
+	if host == "" {
+		return ""
+	}
+	return net.JoinHostPort(host, "0")
+}
 
 // Blob is the cluster's blob store.
 func (c *Cluster) Blob() blob.Store { return c.store }
@@ -180,6 +201,9 @@ func (c *Cluster) AddTaskManager(ctx context.Context, slots int) (*tm.TaskManage
 		CacheDir:   c.cacheDir,
 		ResourceID: fmt.Sprintf("local-tm-%d", n),
 		Logger:     c.log.With("component", "taskmanager"),
+
+		DisableMetrics:    c.cfg.DisableMetrics,
+		MetricsListenAddr: metricsAddr(c.cfg.MetricsHost),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("embedded cluster: task manager %d: %w", n, err)

@@ -18,9 +18,11 @@ import (
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/logring"
+	"github.com/sluicehq/sluice/internal/metricsrv"
 	"github.com/sluicehq/sluice/internal/rpcserver"
 	"github.com/sluicehq/sluice/tm/exchange"
 	"github.com/sluicehq/sluice/tm/executor"
+	"github.com/sluicehq/sluice/tm/metrics"
 	"github.com/sluicehq/sluice/tm/rpc"
 	"github.com/sluicehq/sluice/wasmhost"
 )
@@ -66,6 +68,14 @@ type Config struct {
 	Secret *auth.Secret
 	// Logger receives the TaskManager's logs; nil means slog.Default().
 	Logger *slog.Logger
+	// MetricsListenAddr, when set, is where the TaskManager serves its
+	// Prometheus metrics at /metrics (port 0 picks one; see MetricsAddr).
+	// Empty means no metrics endpoint.
+	MetricsListenAddr string
+	// DisableMetrics turns the task metrics off: tasks count nothing and
+	// report no figures (the JobManager, REST API and dashboard show
+	// zeros); /metrics, if served, has only the slots and the Go runtime.
+	DisableMetrics bool
 }
 
 // TaskManager is a running TaskManager: a Kitex server with the
@@ -75,6 +85,7 @@ type TaskManager struct {
 	cfg       Config
 	log       *slog.Logger
 	srv       *rpcserver.Server
+	metrics   *metricsrv.Server // nil without MetricsListenAddr
 	ex        *executor.Executor
 	xchg      *exchange.Manager
 	rt        *wasmhost.Runtime
@@ -188,7 +199,17 @@ func New(ctx context.Context, cfg Config) (_ *TaskManager, err error) {
 		Logger:     log,
 		ResourceID: cfg.ResourceID,
 		OwnLog:     own,
+
+		DisableMetrics: cfg.DisableMetrics,
 	})
+	if cfg.MetricsListenAddr != "" {
+		reg := metricsrv.NewRegistry()
+		reg.MustRegister(metrics.NewCollector(cfg.ResourceID, t.ex))
+		if t.metrics, err = metricsrv.Listen(cfg.MetricsListenAddr, reg, log); err != nil {
+			return nil, fmt.Errorf("task manager: %w", err)
+		}
+		log.Info("serving metrics", "addr", t.metrics.Addr())
+	}
 	if t.srv, err = rpcserver.Start(ctx, rpcserver.Config{Addr: cfg.ListenAddr, Logger: log}, rpc.RegisterTaskExecutor(t.ex, cfg.Secret)); err != nil {
 		return nil, fmt.Errorf("task manager: %w", err)
 	}
@@ -220,6 +241,15 @@ func (t *TaskManager) Addr() string { return t.srv.Addr() }
 
 // DataAddr is the bound data-exchange address (host:port).
 func (t *TaskManager) DataAddr() string { return t.xchg.Addr() }
+
+// MetricsAddr is the bound address of the Prometheus endpoint (host:port),
+// or "" when the TaskManager serves none.
+func (t *TaskManager) MetricsAddr() string {
+	if t.metrics == nil {
+		return ""
+	}
+	return t.metrics.Addr()
+}
 
 // ResourceID is the id this TaskManager registers under.
 func (t *TaskManager) ResourceID() string { return t.cfg.ResourceID }
@@ -260,6 +290,9 @@ func (t *TaskManager) closeParts() error {
 	}
 	if t.srv != nil {
 		errs = append(errs, t.srv.Close())
+	}
+	if t.metrics != nil {
+		errs = append(errs, t.metrics.Close())
 	}
 	if t.xchg != nil {
 		errs = append(errs, t.xchg.Close())

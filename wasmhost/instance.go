@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/abi"
 	"github.com/sluicehq/sluice/internal/jobgraph"
+	"github.com/sluicehq/sluice/wasmhost/internal/rewrite"
 )
 
 // Instance is one module instance running one task's chain of operators.
@@ -71,6 +72,12 @@ type Instance struct {
 
 	// sampler, while set, records the guest's stack at its ticks (stacks.go).
 	sampler atomic.Pointer[stackSampler]
+
+	// The guest's fuel globals (see internal/rewrite), read after each call
+	// into fuel; pages is its memory size then. Both are for other
+	// goroutines: the owner's calls change the globals and the memory.
+	fuelLeft, fuelTrips api.Global
+	fuel, pages         atomic.Int64
 }
 
 // instKey is the context key under which calls into the guest carry their
@@ -271,6 +278,26 @@ func (in *Instance) FireTimers(ctx context.Context, nowMs int64) error {
 	return in.callBatch(ctx, abi.ExportTimers, in.fns.timers, recs)
 }
 
+// measure records the guest's fuel consumed and memory size after a call.
+func (in *Instance) measure() {
+	if in.fuelLeft != nil && in.fuelTrips != nil {
+		left := int64(uint32(in.fuelLeft.Get()))
+		in.fuel.Store(int64(in.fuelTrips.Get())*rewrite.FuelInterval + rewrite.FuelInterval - left)
+	}
+	if in.mem != nil {
+		in.pages.Store(int64(in.mem.Size() / 65536))
+	}
+}
+
+// Fuel returns the guest's fuel consumed by the calls that returned so far:
+// the checks it ran at function entries and loop headers (see
+// docs/SECURITY.md). It may be called from any goroutine.
+func (in *Instance) Fuel() int64 { return in.fuel.Load() }
+
+// MemoryPages returns the guest's linear memory size in 64 KiB pages after
+// the last call that returned. It may be called from any goroutine.
+func (in *Instance) MemoryPages() int64 { return in.pages.Load() }
+
 // Counters returns the counters the guest added to so far.
 func (in *Instance) Counters() map[string]int64 {
 	in.countsMu.Lock()
@@ -389,6 +416,7 @@ func (in *Instance) call(ctx context.Context, name string, fn api.Function, stac
 	in.calling = outer
 	hog.end()
 	stopWatching()
+	in.measure()
 	hit, cancelled := in.deadline.end()
 	if err != nil {
 		in.failed = in.classify(ctx, name, err, hit, cancelled)

@@ -179,6 +179,8 @@ func (m *Module) instantiate(ctx context.Context, s instanceSetup) (*Instance, e
 		return nil, fmt.Errorf("instantiate: the instrumented module lacks %q (a bug)", rewrite.InterruptExport)
 	}
 	in.deadline.stop = stop
+	in.fuelLeft, in.fuelTrips = mod.ExportedGlobal(rewrite.FuelExport), mod.ExportedGlobal(rewrite.FuelTripsExport)
+	in.measure()
 	f := mod.ExportedFunction
 	in.fns.alloc, in.fns.free = f(abi.ExportAlloc), f(abi.ExportFree)
 	in.fns.plan, in.fns.open, in.fns.process = f(abi.ExportPlan), f(abi.ExportOpen), f(abi.ExportProcess)

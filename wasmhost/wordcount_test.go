@@ -120,10 +120,21 @@ func TestWordCountExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	var firstFuel int64
 	for i, line := range lines {
 		if err := up[i%p].Process(ctx, []abi.Record{{Value: []byte(line)}}); err != nil {
 			t.Fatal(err)
 		}
+		if i == 0 {
+			firstFuel = up[0].Fuel()
+		}
+	}
+	// The guest's fuel and memory, as the TaskManager's metrics read them.
+	if f := up[0].Fuel(); firstFuel <= 0 || f <= firstFuel {
+		t.Errorf("fuel after the first line %d, after all %d: want it positive and growing", firstFuel, f)
+	}
+	if n := up[0].MemoryPages(); n <= 0 {
+		t.Errorf("memory pages %d", n)
 	}
 	for _, in := range append(up, down...) {
 		if err := in.EndInput(ctx); err != nil {

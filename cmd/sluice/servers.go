@@ -21,7 +21,7 @@ import (
 )
 
 func newJMCmd() *cobra.Command {
-	var listen, restListen, blobURL, advertise, tenantsFile, secretFile string
+	var listen, restListen, blobURL, advertise, tenantsFile, secretFile, metricsListen string
 	var hbInterval, hbTimeout, slotTimeout, restartDelay time.Duration
 	var restartAttempts int
 	cmd := &cobra.Command{
@@ -66,6 +66,7 @@ func newJMCmd() *cobra.Command {
 				SlotRequestTimeout: slotTimeout,
 				Restart:            jobmaster.RestartStrategy{Attempts: restartAttempts, Delay: restartDelay},
 				Logger:             log,
+				MetricsListenAddr:  metricsListen,
 			})
 			if err != nil {
 				return err
@@ -76,6 +77,9 @@ func newJMCmd() *cobra.Command {
 				if tenants == nil && !isLoopback(a) {
 					fmt.Fprintf(cmd.ErrOrStderr(), "WARNING: no --tenants file: the REST API on %s is open; anyone who reaches it can run code as tenant %q\n", a, "default")
 				}
+			}
+			if a := srv.MetricsAddr(); a != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "jobmanager metrics on http://%s/metrics\n", a)
 			}
 			if !isLoopback(srv.Addr()) {
 				if tenants == nil {
@@ -99,14 +103,16 @@ func newJMCmd() *cobra.Command {
 	cmd.Flags().DurationVar(&slotTimeout, "slot-timeout", 0, "how long a job waits for free slots before it fails (default 30s)")
 	cmd.Flags().IntVar(&restartAttempts, "restart-attempts", 0, "restarts of a failed job, for jobs that set no restart-strategy in their config")
 	cmd.Flags().DurationVar(&restartDelay, "restart-delay", time.Second, "delay before each restart")
+	metricsFlag(cmd, &metricsListen)
 	cmd.Flags().StringVar(&tenantsFile, "tenants", "", "tenants file (JSON, see docs/SECURITY.md); without it every client is tenant \"default\" and needs no token")
 	secretFlag(cmd, &secretFile)
 	return cmd
 }
 
 func newTMCmd() *cobra.Command {
-	var jmAddr, listen, dataListen, blobURL, advertise, cacheDir, secretFile string
+	var jmAddr, listen, dataListen, blobURL, advertise, cacheDir, secretFile, metricsListen string
 	var slots int
+	var noTaskMetrics bool
 	cmd := &cobra.Command{
 		Use:   "tm",
 		Short: "Run a TaskManager that offers slots to a JobManager, until SIGINT/SIGTERM",
@@ -149,12 +155,18 @@ then registers with the JobManager (retrying until it answers).`,
 				Blob:          store,
 				CacheDir:      cacheDir,
 				Logger:        log,
+
+				MetricsListenAddr: metricsListen,
+				DisableMetrics:    noTaskMetrics,
 			})
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "taskmanager listening on %s\n", t.Addr())
 			fmt.Fprintf(cmd.OutOrStdout(), "taskmanager data port on %s\n", t.DataAddr())
+			if a := t.MetricsAddr(); a != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "taskmanager metrics on http://%s/metrics\n", a)
+			}
 			<-ctx.Done()
 			log.Info("shutting down")
 			return t.Close()
@@ -167,13 +179,16 @@ then registers with the JobManager (retrying until it answers).`,
 	cmd.Flags().IntVar(&slots, "slots", 2, "number of task slots")
 	cmd.Flags().StringVar(&blobURL, "blob", os.Getenv(envBlob), "blob store URL, the same as the JobManager's (default $"+envBlob+", else a directory under the user cache dir)")
 	cmd.Flags().StringVar(&cacheDir, "cache-dir", "", "where modules are cached (default: under the user cache dir)")
+	metricsFlag(cmd, &metricsListen)
+	noTaskMetricsFlag(cmd, &noTaskMetrics)
 	secretFlag(cmd, &secretFile)
 	return cmd
 }
 
 func newLocalCmd() *cobra.Command {
 	var tms, slots int
-	var dir, blobURL, restListen string
+	var dir, blobURL, restListen, metricsHost string
+	var noTaskMetrics bool
 	cmd := &cobra.Command{
 		Use:   "local",
 		Short: "Run a JobManager and TaskManagers in this process until Ctrl-C",
@@ -205,7 +220,8 @@ commands at it with --jm or SLUICE_JM.`,
 			} else {
 				cacheDir = filepath.Join(dir, "cache")
 			}
-			c, err := local.Start(ctx, local.Config{TaskManagers: tms, Slots: slots, Dir: dir, BlobURL: blobURL, CacheDir: cacheDir, Logger: log, RESTListenAddr: restListen})
+			c, err := local.Start(ctx, local.Config{TaskManagers: tms, Slots: slots, Dir: dir, BlobURL: blobURL, CacheDir: cacheDir, Logger: log,
+				RESTListenAddr: restListen, MetricsHost: metricsHost, DisableMetrics: noTaskMetrics})
 			if err != nil {
 				return err
 			}
@@ -214,8 +230,14 @@ commands at it with --jm or SLUICE_JM.`,
 			if a := c.RESTAddr(); a != "" {
 				fmt.Fprintf(out, "rest api listening on %s\n", a)
 			}
+			if a := c.JobManager().MetricsAddr(); a != "" {
+				fmt.Fprintf(out, "jobmanager metrics on http://%s/metrics\n", a)
+			}
 			for _, t := range c.TaskManagers() {
 				fmt.Fprintf(out, "taskmanager listening on %s (data %s, %d slots)\n", t.Addr(), t.DataAddr(), slots)
+				if a := t.MetricsAddr(); a != "" {
+					fmt.Fprintf(out, "taskmanager metrics on http://%s/metrics\n", a)
+				}
 			}
 			fmt.Fprintf(out, "blob store %s\n", blobURL)
 			fmt.Fprintf(cmd.ErrOrStderr(), "\nsubmit jobs with:  %s=%s sluice run DIR_OR_MODULE\n", envJM, c.Addr())
@@ -229,7 +251,19 @@ commands at it with --jm or SLUICE_JM.`,
 	cmd.Flags().StringVar(&blobURL, "blob", os.Getenv(envBlob), "blob store URL (default $"+envBlob+", else the directory sluice jm, tm and run use by default)")
 	cmd.Flags().StringVar(&dir, "dir", "", "directory for caches (default: under the user cache dir)")
 	cmd.Flags().StringVar(&restListen, "rest-listen", "", "REST API address (docs/REST.md; port 0 picks one; default: no REST API)")
+	cmd.Flags().StringVar(&metricsHost, "metrics-host", "", "serve Prometheus metrics from the JobManager and every TaskManager, each on a free port of this host (e.g. 127.0.0.1; default: none)")
+	noTaskMetricsFlag(cmd, &noTaskMetrics)
 	return cmd
+}
+
+// metricsFlag adds --metrics-listen.
+func metricsFlag(cmd *cobra.Command, addr *string) {
+	cmd.Flags().StringVar(addr, "metrics-listen", "", "address to serve Prometheus metrics on, at /metrics (port 0 picks one; default: none)")
+}
+
+// noTaskMetricsFlag adds --no-task-metrics.
+func noTaskMetricsFlag(cmd *cobra.Command, off *bool) {
+	cmd.Flags().BoolVar(off, "no-task-metrics", false, "do not measure tasks (records, bytes, busy/idle/back-pressured time): the REST API, dashboard and /metrics show none")
 }
 
 // secretFlag adds --secret-file.

@@ -72,6 +72,13 @@ func check(ctx context.Context, runPattern, pkgs string, lint bool) error {
 		}
 	}
 
+	step("Prometheus")
+	promEnv, err := ensurePrometheus(ctx, root)
+	if err != nil {
+		return fmt.Errorf("prometheus: %w", err)
+	}
+	required = append(required, promEnv...)
+
 	step("MinIO")
 	bin, err := ensureMinIO(ctx)
 	if err != nil {

@@ -50,9 +50,11 @@ type TaskLimits struct {
 // Deployment is everything a TaskManager needs to run one subtask of one
 // chain.
 type Deployment struct {
-	Fencing      FencingToken
-	ExecutionID  string
-	JobID        string
+	Fencing     FencingToken
+	ExecutionID string
+	JobID       string
+	// JobName labels the task's metrics on the TaskManager.
+	JobName      string
 	Tenant       string
 	ModuleDigest string
 	Args         []string
@@ -123,6 +125,9 @@ type TaskUpdate struct {
 	// SinkParts (FINISHED) are the file-sink parts no completed checkpoint
 	// committed: the JobMaster commits them when the whole job finished.
 	SinkParts []checkpoint.SinkPart
+	// Metrics (with a final state) are the task's last figures; nil when
+	// the TaskManager measures none.
+	Metrics *TaskMetrics
 }
 
 // SplitRequest asks a JobMaster for the next input split

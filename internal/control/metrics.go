@@ -31,4 +31,19 @@ type TaskMetrics struct {
 	// Reported is when the TaskManager measured these; zero before the
 	// first report.
 	Reported time.Time
+
+	// The accumulated busy, idle and back-pressured time since the task
+	// started, in ms (Flink's accumulated-*-time).
+	AccumulatedBusyMs, AccumulatedIdleMs, AccumulatedBackPressuredMs int64
+	// LastAlignmentMs is how long the task's last checkpoint waited for
+	// its barriers to align over all inputs; zero for sources.
+	LastAlignmentMs int64
+}
+
+// ExecutionMetrics are the figures of one task attempt, by execution id,
+// as a heartbeat carries them.
+type ExecutionMetrics struct {
+	ExecutionID string
+	JobID       string
+	Metrics     TaskMetrics
 }

@@ -33,4 +33,7 @@ type Heartbeat struct {
 	RegistrationID string
 	SlotReport     []SlotStatus
 	Metrics        map[string]int64
+	// Tasks are the live figures of the tasks running on the TaskManager;
+	// the ResourceManager hands them to the JobMaster of each job.
+	Tasks []ExecutionMetrics
 }

@@ -108,6 +108,10 @@ func DeploymentToWire(d control.Deployment) (*taskexecutor.TaskDeployment, error
 		Config:           d.Config.Map(),
 		Restore:          restoreToWire(d.Restore),
 	}
+	if d.JobName != "" {
+		name := d.JobName
+		w.JobName = &name
+	}
 	if l := d.Limits; l.MemoryBytes > 0 || l.CallTimeout > 0 || l.StateBytes > 0 {
 		mem, call, state := l.MemoryBytes, l.CallTimeout.Milliseconds(), l.StateBytes
 		w.MemoryLimitBytes, w.CallTimeoutMs, w.MaxStateBytes = &mem, &call, &state
@@ -152,6 +156,7 @@ func DeploymentFromWire(w *taskexecutor.TaskDeployment) (control.Deployment, err
 		Fencing:          FencingFromWire(w.Fencing),
 		ExecutionID:      id,
 		JobID:            w.GetJobId(),
+		JobName:          w.GetJobName(),
 		Tenant:           w.GetTenant(),
 		ModuleDigest:     w.GetModuleDigest(),
 		Args:             w.GetArgs_(),
@@ -198,6 +203,7 @@ func TaskUpdateToWire(u control.TaskUpdate) *jobmaster.TaskStateUpdate {
 		Accumulators: u.Accumulators,
 		Collected:    u.Collected,
 		SinkParts:    partsToWire(u.SinkParts),
+		Metrics:      taskMetricsToWire("", "", u.Metrics),
 	}
 }
 
@@ -212,6 +218,7 @@ func TaskUpdateFromWire(w *jobmaster.TaskStateUpdate) control.TaskUpdate {
 		Accumulators: w.GetAccumulators(),
 		Collected:    w.GetCollected(),
 		SinkParts:    partsFromWire(w.GetSinkParts()),
+		Metrics:      taskMetricsFromWire(w.GetMetrics()),
 	}
 }
 

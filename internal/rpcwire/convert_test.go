@@ -24,7 +24,7 @@ func testDeployment() control.Deployment {
 	conf.Inputs = map[string]string{"a": "tenants/default/up/a"}
 	return control.Deployment{
 		Fencing:     control.FencingToken{LeaderSession: "s", JobID: "j", Attempt: 3},
-		ExecutionID: "e", JobID: "j", Tenant: "default", ModuleDigest: "sha256-x", Args: []string{"--input", "x"},
+		ExecutionID: "e", JobID: "j", JobName: "word count", Tenant: "default", ModuleDigest: "sha256-x", Args: []string{"--input", "x"},
 		Chain: []jobgraph.Vertex{
 			{ID: 1, Name: "src", Kind: jobgraph.KindSource, Connector: jobgraph.ConnectorText, Config: map[string]string{"paths": `["a"]`}},
 			{ID: 2, Name: "tok", Kind: jobgraph.KindFlatMap, Parallelism: 4},
@@ -139,6 +139,9 @@ func TestReportsRoundTrip(t *testing.T) {
 	u := control.TaskUpdate{
 		Fencing: f, ExecutionID: "e", State: "FINISHED", Failure: "x", FailureKind: control.FailureConsequence, Accumulators: map[string]int64{"n": 3},
 		Collected: [][]byte{[]byte("r")}, SinkParts: []checkpoint.SinkPart{{Pending: "p", Final: "f", Size: 4}},
+		Metrics: &control.TaskMetrics{RecordsIn: 1, RecordsOut: 2, BytesIn: 3, BytesOut: 4, BusyMsPerSecond: 5,
+			IdleMsPerSecond: 6, BackPressuredMsPerSecond: 7, OutputBufferUsage: 0.5, MemoryPages: 8, Fuel: 9,
+			Reported: time.UnixMilli(1700000000123), AccumulatedBusyMs: 10, AccumulatedIdleMs: 11, AccumulatedBackPressuredMs: 12, LastAlignmentMs: 13},
 	}
 	if got := TaskUpdateFromWire(TaskUpdateToWire(u)); !reflect.DeepEqual(got, u) {
 		t.Errorf("update: %+v", got)

@@ -59,6 +59,7 @@ func HeartbeatToWire(h control.Heartbeat) *resourcemanager.HeartbeatRequest {
 		RegistrationId: h.RegistrationID,
 		SlotReport:     slotsToWire(h.SlotReport),
 		Metrics:        h.Metrics,
+		Tasks:          executionMetricsToWire(h.Tasks),
 	}
 }
 
@@ -69,6 +70,7 @@ func HeartbeatFromWire(w *resourcemanager.HeartbeatRequest) control.Heartbeat {
 		RegistrationID: w.GetRegistrationId(),
 		SlotReport:     slotsFromWire(w.GetSlotReport()),
 		Metrics:        w.GetMetrics(),
+		Tasks:          executionMetricsFromWire(w.GetTasks()),
 	}
 }
 

@@ -18,13 +18,16 @@ func TestRegistrationRoundTrip(t *testing.T) {
 	if got := RegisteredFromWire(RegisteredToWire(ok)); got != ok {
 		t.Errorf("registered: %+v", got)
 	}
-	h := control.Heartbeat{ResourceID: "tm", RegistrationID: "r1", SlotReport: slots, Metrics: map[string]int64{"m": 1}}
+	h := control.Heartbeat{ResourceID: "tm", RegistrationID: "r1", SlotReport: slots, Metrics: map[string]int64{"m": 1},
+		Tasks: []control.ExecutionMetrics{{ExecutionID: "e1", JobID: "j1", Metrics: control.TaskMetrics{RecordsIn: 4, Fuel: 9,
+			OutputBufferUsage: 0.25, Reported: time.UnixMilli(1700000000456), AccumulatedIdleMs: 3}}}}
 	if got := HeartbeatFromWire(HeartbeatToWire(h)); !reflect.DeepEqual(got, h) {
 		t.Errorf("heartbeat: %+v", got)
 	}
 	w := HeartbeatToWire(h)
 	w.SlotReport = append(w.SlotReport, nil)
-	if got := HeartbeatFromWire(w); len(got.SlotReport) != 2 {
-		t.Errorf("a nil slot entry was kept: %+v", got.SlotReport)
+	w.Tasks = append(w.Tasks, nil)
+	if got := HeartbeatFromWire(w); len(got.SlotReport) != 2 || len(got.Tasks) != 1 {
+		t.Errorf("a nil slot or task entry was kept: %+v %+v", got.SlotReport, got.Tasks)
 	}
 }

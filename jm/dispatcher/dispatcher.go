@@ -457,6 +457,14 @@ func (d *Dispatcher) JobMaster(id string) (*jobmaster.JobMaster, error) {
 	return jm, nil
 }
 
+// JobMasters returns the JobMaster of every job it holds, of every tenant
+// (for the JobManager's metrics, which an operator reads, not a tenant).
+func (d *Dispatcher) JobMasters() []*jobmaster.JobMaster {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Collect(maps.Values(d.jobs))
+}
+
 // RunningModules returns the modules of the jobs that have not ended, of
 // every tenant, newest job first, each module once: what a TaskManager
 // with free slots may be asked to run next.
@@ -558,6 +566,20 @@ func (d *Dispatcher) Overview(ctx context.Context, tenant string) Overview {
 		o.JobsByState[j.State]++
 	}
 	return o
+}
+
+// ReportTaskMetrics hands each job's task figures (from a TaskManager's
+// heartbeat) to its JobMaster; figures of unknown jobs are dropped.
+func (d *Dispatcher) ReportTaskMetrics(ms []control.ExecutionMetrics) {
+	byJob := map[string][]control.ExecutionMetrics{}
+	for _, m := range ms {
+		byJob[m.JobID] = append(byJob[m.JobID], m)
+	}
+	for id, ms := range byJob {
+		if jm, err := d.JobMaster(id); err == nil {
+			jm.ReportMetrics(ms)
+		}
+	}
 }
 
 // TaskManagerLost tells the job that held the allocations about them.

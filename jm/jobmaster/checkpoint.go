@@ -102,6 +102,15 @@ func (jm *JobMaster) Checkpoints() []checkpoint.Stats {
 	return slices.Clone(jm.cpSnap)
 }
 
+// CheckpointCounts returns how many of the job's checkpoints and
+// savepoints completed and failed, all of them (Checkpoints keeps the last
+// 100).
+func (jm *JobMaster) CheckpointCounts() checkpointing.Counts {
+	jm.mu.Lock()
+	defer jm.mu.Unlock()
+	return jm.cpCounts
+}
+
 // AcknowledgeCheckpoint records that a task has stored its state for a
 // checkpoint. Every execution of the attempt acknowledges each checkpoint
 // once. An ack for a checkpoint that aborted (or that the JobMaster does

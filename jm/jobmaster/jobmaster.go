@@ -86,9 +86,13 @@ type JobMaster struct {
 	stop   sync.Once
 	bg     sync.WaitGroup // RPCs and timers started by the loop
 
-	mu     sync.Mutex
-	snap   Result
-	cpSnap []checkpoint.Stats
+	mu       sync.Mutex
+	snap     Result
+	cpSnap   []checkpoint.Stats
+	cpCounts checkpointing.Counts
+	// metrics are the latest figures of the executions in snap, by
+	// execution id (TaskManager heartbeats and final reports).
+	metrics map[string]control.TaskMetrics
 
 	// jobCtx ends when the loop does; it bounds blob work of checkpoints.
 	jobCtx    context.Context
@@ -306,6 +310,7 @@ func Start(cfg Config) (*JobMaster, error) {
 		cpWork:   map[int64]chan struct{}{},
 		cpExpiry: map[int64]chan struct{}{},
 		waiters:  map[int64]chan savepointReply{},
+		metrics:  map[string]control.TaskMetrics{},
 	}
 	jm.setState(Created)
 	jm.start = jm.stateTimes[Created]
@@ -355,7 +360,36 @@ func (jm *JobMaster) Done() <-chan struct{} { return jm.done }
 func (jm *JobMaster) Result() Result {
 	jm.mu.Lock()
 	defer jm.mu.Unlock()
-	return jm.snap
+	r := jm.snap
+	if len(jm.metrics) == 0 {
+		return r
+	}
+	// The snapshot's slices are shared with earlier callers: copy them.
+	r.Vertices = slices.Clone(r.Vertices)
+	for i := range r.Vertices {
+		subs := slices.Clone(r.Vertices[i].Subtasks)
+		for k := range subs {
+			if m, ok := jm.metrics[subs[k].execID]; ok {
+				subs[k].Metrics = m
+			}
+		}
+		r.Vertices[i].Subtasks = subs
+	}
+	return r
+}
+
+// ReportMetrics takes the latest figures of the job's tasks, from a
+// TaskManager's heartbeat. Figures of executions the job does not run (an
+// older attempt's, say) are dropped, and so are figures older than those
+// held (a heartbeat that arrives after the task's final report).
+func (jm *JobMaster) ReportMetrics(ms []control.ExecutionMetrics) {
+	jm.mu.Lock()
+	defer jm.mu.Unlock()
+	for _, m := range ms {
+		if old, ok := jm.metrics[m.ExecutionID]; ok && !m.Metrics.Reported.Before(old.Reported) {
+			jm.metrics[m.ExecutionID] = m.Metrics
+		}
+	}
 }
 
 // Details returns a snapshot of the job's state.
@@ -722,6 +756,7 @@ func (jm *JobMaster) deployment(x *execution) control.Deployment {
 		Fencing:          jm.fencing(),
 		ExecutionID:      x.id,
 		JobID:            jm.cfg.JobID,
+		JobName:          jm.cfg.Name,
 		Tenant:           jm.cfg.Tenant,
 		Limits:           jm.cfg.Limits,
 		ModuleDigest:     jm.cfg.ModuleDigest,
@@ -810,6 +845,9 @@ func (jm *JobMaster) onUpdate(u control.TaskUpdate) error {
 		return nil
 	}
 	log := jm.log.With("task", x.task.name, "subtask", x.subtask, "tm", x.slot.ResourceID)
+	if u.Metrics != nil {
+		jm.ReportMetrics([]control.ExecutionMetrics{{ExecutionID: x.id, Metrics: *u.Metrics}})
+	}
 	switch u.State {
 	case ExecDeploying, ExecRunning:
 		if x.state != ExecCanceling {
@@ -1312,16 +1350,24 @@ func (jm *JobMaster) publish() {
 				st := SubtaskStatus{Index: i, State: ExecCreated, Attempt: int(jm.attempt)}
 				if xs := byTask[t]; i < len(xs) {
 					st.State, st.TaskManager, st.Failure = xs[i].state, xs[i].slot.ResourceID, xs[i].failure
+					st.execID = xs[i].id
 				}
 				vs.Subtasks = append(vs.Subtasks, st)
 			}
 			r.Vertices = append(r.Vertices, vs)
 		}
 	}
-	cps := jm.cp.Stats()
+	cps, counts := jm.cp.Stats(), jm.cp.Counts()
 	jm.mu.Lock()
 	jm.snap = r
 	jm.cpSnap = cps
+	jm.cpCounts = counts
+	// Keep figures of the executions shown only, and make room for theirs.
+	live := make(map[string]control.TaskMetrics, len(jm.execs))
+	for _, x := range jm.execs {
+		live[x.id] = jm.metrics[x.id]
+	}
+	jm.metrics = live
 	jm.mu.Unlock()
 }
 

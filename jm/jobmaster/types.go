@@ -85,8 +85,11 @@ type SubtaskStatus struct {
 	Attempt     int
 	Failure     string
 	// Metrics is the attempt's latest report from its TaskManager; zero
-	// before the first.
+	// before the first. Every vertex of a chain shows its task's figures
+	// (the chain runs as one task, as Flink's job vertices do).
 	Metrics control.TaskMetrics
+
+	execID string // the attempt's execution id; "" before deployment
 }
 
 // VertexStatus is one operator with its subtasks.

@@ -42,6 +42,10 @@ type Config struct {
 	// registered again), from the registration call without the lock
 	// held; it must not block for long.
 	OnRegistered func(TaskManagerInfo)
+	// OnTaskMetrics is handed the task figures of every heartbeat that has
+	// any, from the heartbeat call without the lock held; it must not block
+	// for long.
+	OnTaskMetrics func(resourceID string, tasks []control.ExecutionMetrics)
 	// FreeStale asks a TaskManager to free an allocation nobody holds any
 	// more. Nil means stale allocations are only counted, never freed.
 	FreeStale func(ctx context.Context, s Stale) error
@@ -169,6 +173,9 @@ func (rm *ResourceManager) Heartbeat(ctx context.Context, h control.Heartbeat) (
 		rm.serveWaitersLocked() // a report may show stale allocations gone
 	}
 	rm.mu.Unlock()
+	if known && len(h.Tasks) > 0 && rm.cfg.OnTaskMetrics != nil {
+		rm.cfg.OnTaskMetrics(h.ResourceID, h.Tasks)
+	}
 	if !known {
 		rm.log.Info("heartbeat from unknown registration: asking the task manager to register again", "tm", h.ResourceID, "registration", h.RegistrationID)
 	}

@@ -150,3 +150,39 @@ func waitWaiters(t *testing.T, rm *ResourceManager, n int) {
 		return nil
 	})
 }
+
+// A known TaskManager's task figures are handed on; an unknown one's are
+// not, nor are heartbeats without any.
+func TestHeartbeatHandsOnTaskMetrics(t *testing.T) {
+	var got [][]control.ExecutionMetrics
+	var mu sync.Mutex
+	rm := New(Config{OnTaskMetrics: func(tm string, ms []control.ExecutionMetrics) {
+		mu.Lock()
+		defer mu.Unlock()
+		if tm != "tm1" {
+			t.Errorf("figures from %s", tm)
+		}
+		got = append(got, ms)
+	}})
+	defer rm.Close()
+	ctx := context.Background()
+	r, err := rm.RegisterTaskManager(ctx, reg("tm1", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks := []control.ExecutionMetrics{{ExecutionID: "e1", JobID: "j1", Metrics: control.TaskMetrics{RecordsIn: 5}}}
+	for _, h := range []control.Heartbeat{
+		{ResourceID: "tm1", RegistrationID: r.RegistrationID, Tasks: tasks},
+		{ResourceID: "tm1", RegistrationID: r.RegistrationID},
+		{ResourceID: "tm1", RegistrationID: "stale", Tasks: tasks},
+	} {
+		if _, err := rm.Heartbeat(ctx, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || len(got[0]) != 1 || got[0][0].Metrics.RecordsIn != 5 {
+		t.Fatalf("handed on %+v, want the one heartbeat's figures", got)
+	}
+}

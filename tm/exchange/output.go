@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/abi"
@@ -35,6 +36,11 @@ type ResultWriter struct {
 	finished  bool
 	released  bool
 	lastStale time.Time
+
+	// Measured for the task's metrics (Stats).
+	bytesOut atomic.Int64 // buffer bytes handed to the transport
+	waitNs   atomic.Int64 // time blocked waiting for credit, in waits that ended
+	waiting  atomic.Int64 // when the wait going on started (UnixNano); 0: none
 }
 
 type openResult struct {
@@ -113,7 +119,16 @@ func (o *outputChannel) kill(err error) {
 	}
 }
 
+// acquire takes a credit, waiting for one; the time it waits is the
+// writer's back-pressure.
 func (o *outputChannel) acquire(ctx context.Context, closed <-chan struct{}) error {
+	var waiting time.Time
+	defer func() {
+		if !waiting.IsZero() {
+			o.w.waiting.Store(0)
+			o.w.waitNs.Add(int64(time.Since(waiting)))
+		}
+	}()
 	for {
 		o.cmu.Lock()
 		if o.deadErr != nil {
@@ -127,6 +142,10 @@ func (o *outputChannel) acquire(ctx context.Context, closed <-chan struct{}) err
 			return nil
 		}
 		o.cmu.Unlock()
+		if waiting.IsZero() {
+			waiting = time.Now()
+			o.w.waiting.Store(waiting.UnixNano())
+		}
 		select {
 		case <-o.cwake:
 		case <-o.dead:
@@ -423,7 +442,41 @@ func (w *ResultWriter) sendBuf(oc *outputChannel) error {
 	binary.LittleEndian.PutUint32(oc.buf, oc.count)
 	data := oc.buf
 	oc.buf, oc.count = w.m.getBuf(4), 0
+	w.bytesOut.Add(int64(len(data)))
 	return oc.send(item{data: data})
+}
+
+// WriterStats is what a ResultWriter measured so far.
+type WriterStats struct {
+	// BytesOut counts the buffer bytes sent (records and their framing).
+	BytesOut int64
+	// BackPressured is the time Write, Flush, EmitEvent and Finish waited
+	// for credit.
+	BackPressured time.Duration
+	// BufferUsage is the share of the writer's credits in use now, 0 to 1:
+	// buffers sent and not yet consumed, over Credits per channel (Flink's
+	// outPoolUsage).
+	BufferUsage float64
+}
+
+// Stats returns what the writer measured. It may be called from any
+// goroutine, at any time.
+func (w *ResultWriter) Stats() WriterStats {
+	st := WriterStats{BytesOut: w.bytesOut.Load(), BackPressured: time.Duration(w.waitNs.Load())}
+	if since := w.waiting.Load(); since != 0 {
+		st.BackPressured += max(time.Since(time.Unix(0, since)), 0)
+	}
+	if len(w.all) == 0 {
+		return st
+	}
+	free := 0
+	for _, oc := range w.all {
+		oc.cmu.Lock()
+		free += min(max(oc.credits, 0), w.m.cfg.Credits)
+		oc.cmu.Unlock()
+	}
+	st.BufferUsage = 1 - float64(free)/float64(len(w.all)*w.m.cfg.Credits)
+	return st
 }
 
 // flushStale sends buffers that waited FlushTimeout, where a credit is at

@@ -53,6 +53,9 @@ type Config struct {
 	OwnLog *logring.Ring
 	// Now is the clock of kept host events; nil means time.Now.
 	Now func() time.Time
+	// DisableMetrics turns the task metrics off: tasks count nothing,
+	// heartbeats and final reports carry no figures.
+	DisableMetrics bool
 }
 
 // Executor owns the slots and tasks of one TaskManager.
@@ -77,6 +80,10 @@ type Executor struct {
 	fencing      map[string]control.FencingToken // job id -> newest token seen
 	logs         map[string]*taskLog             // execution id -> kept log, running and recently ended tasks
 	ended        []string                        // execution ids of ended tasks with kept logs, oldest first
+	// endedStats are the final figures of tasks that ended since the last
+	// TaskStats; guestFailures counts traps and deadline hits by tenant.
+	endedStats    []endedStat
+	guestFailures map[string]GuestFailures
 }
 
 type slot struct {
@@ -91,6 +98,7 @@ type runningTask struct {
 	ctl    *task.Control // checkpoint triggers and notifications
 	log    *taskLog
 	inst   atomic.Pointer[wasmhost.Instance] // the guest, once instantiated: for stack samples
+	meter  *taskMeter                        // nil with metrics off
 }
 
 // New returns an Executor with cfg.Slots free slots.
@@ -125,6 +133,8 @@ func New(cfg Config) *Executor {
 		tasks:   make(map[string]*runningTask),
 		fencing: make(map[string]control.FencingToken),
 		logs:    make(map[string]*taskLog),
+
+		guestFailures: make(map[string]GuestFailures),
 	}
 }
 
@@ -187,6 +197,9 @@ func (e *Executor) DeployTask(_ context.Context, d control.Deployment) error {
 	}
 	ctx, cancel := context.WithCancel(e.ctx)
 	t := &runningTask{d: d, cancel: cancel, done: make(chan struct{}), ctl: task.NewControl()}
+	if !e.cfg.DisableMetrics {
+		t.meter = &taskMeter{m: task.NewMetrics()}
+	}
 	e.tasks[d.ExecutionID] = t
 	e.wg.Add(1)
 	e.mu.Unlock()
@@ -484,6 +497,7 @@ func (e *Executor) run(ctx context.Context, t *runningTask) {
 
 	rep.send(control.TaskUpdate{State: control.TaskDeploying})
 	res, err := e.runTask(ctx, t, rep, log)
+	metrics := e.finalMetrics(t, err)
 	var final control.TaskUpdate
 	var failure *task.Failure
 	switch {
@@ -504,6 +518,7 @@ func (e *Executor) run(ctx context.Context, t *runningTask) {
 		final = control.TaskUpdate{State: control.TaskFailed, Failure: Describe(err), FailureKind: task.Classify(err)}
 		log.Warn("task failed", "err", err)
 	}
+	final.Metrics = metrics
 	remove()
 	rep.send(final)
 	rep.close()
@@ -553,6 +568,9 @@ func (e *Executor) runTask(ctx context.Context, rt *runningTask, rep *reporter, 
 		Control:     rt.ctl,
 		Checkpoints: rep,
 		OnInstance:  func(in *wasmhost.Instance) { rt.inst.Store(in) },
+	}
+	if rt.meter != nil {
+		deps.Metrics = rt.meter.m
 	}
 	if len(d.Chain) > 0 && d.Chain[0].Connector == jobgraph.ConnectorText {
 		deps.Splits = &splitSource{jms: e.cfg.JobMasters, d: d, vertexID: d.Chain[0].ID}

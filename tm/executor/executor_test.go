@@ -324,6 +324,7 @@ type fakeRM struct {
 	failRegister  atomic.Int32 // fail this many registrations first
 	failBeats     atomic.Bool
 	lastReport    atomic.Value // []control.SlotStatus
+	lastTasks     atomic.Value // []control.ExecutionMetrics of the last heartbeat
 }
 
 func (f *fakeRM) Register(_ context.Context, r control.Registration) (control.Registered, error) {
@@ -347,6 +348,7 @@ func (f *fakeRM) registered(want int32) error {
 
 func (f *fakeRM) Heartbeat(_ context.Context, h control.Heartbeat) (bool, error) {
 	f.heartbeats.Add(1)
+	f.lastTasks.Store(h.Tasks)
 	if f.failBeats.Load() {
 		return false, rpcerr.Errorf(rpcerr.ErrUnavailable, "rpc: connection refused")
 	}

@@ -97,6 +97,7 @@ func (e *Executor) heartbeat(ctx context.Context, rm ResourceManager, resourceID
 			RegistrationID: r.RegistrationID,
 			SlotReport:     e.SlotReport(),
 			Metrics:        e.Metrics(),
+			Tasks:          e.HeartbeatMetrics(),
 		})
 		cancel()
 		switch {

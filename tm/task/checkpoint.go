@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/internal/abi"
@@ -354,6 +355,7 @@ func (t *task) aligned() bool { return len(t.seen)+len(t.ended) >= t.channels }
 func (t *task) startAlignment(ctx context.Context, id int64) {
 	t.log.Debug("aligning barriers", "checkpoint", id)
 	t.alignID = id
+	t.alignStart = time.Now()
 	clear(t.seen)
 	if t.singleGate {
 		// runGate waits in the gate's Next: a command (an abort) must wake
@@ -389,6 +391,7 @@ func (t *task) abandonAlignment() {
 
 func (t *task) completeAlignment(ctx context.Context) error {
 	id := t.alignID
+	t.met.aligned(time.Since(t.alignStart))
 	if err := t.takeCheckpoint(ctx, id, nil); err != nil {
 		return err
 	}

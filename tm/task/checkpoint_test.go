@@ -258,7 +258,7 @@ func TestAlignmentSnapshotAndRestore(t *testing.T) {
 			} else {
 				spec.Inputs = []control.InputSpec{{ResultID: "left", Producers: 1}, {ResultID: "right", Producers: 1}}
 			}
-			deps := Deps{Modules: oneModule{mod}, Blob: store, Exchange: m, Control: ctl, Checkpoints: acks}
+			deps := Deps{Modules: oneModule{mod}, Blob: store, Exchange: m, Control: ctl, Checkpoints: acks, Metrics: NewMetrics()}
 			run := start(ctx, spec, deps)
 			var fast, slow *exchange.ResultWriter
 			if gates == 1 {
@@ -277,6 +277,9 @@ func TestAlignmentSnapshotAndRestore(t *testing.T) {
 			must(t, slow.Write(ctx, keyed("b", "b")))
 			must(t, slow.EmitBarrier(ctx, 1))
 			testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error { return acks.acked(1) })
+			if d := deps.Metrics.Sample().LastAlignment; d <= 0 {
+				t.Errorf("alignment time %v after an aligned checkpoint", d)
+			}
 			must(t, slow.Write(ctx, keyed("b")))
 			must(t, fast.Finish(ctx))
 			must(t, slow.Finish(ctx))

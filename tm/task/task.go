@@ -91,6 +91,9 @@ type Deps struct {
 	// OnInstance, when set, is handed the task's guest instance once it
 	// exists, so its stacks can be sampled from another goroutine.
 	OnInstance func(*wasmhost.Instance)
+	// Metrics, when set, counts what the task does (see Metrics); nil
+	// counts nothing.
+	Metrics *Metrics
 }
 
 // Result is what a FINISHED task hands back.
@@ -147,6 +150,7 @@ type task struct {
 	emitted   int64  // records the chain's tail emitted
 	collArena []byte // the collected values are copied into chunks of it
 	emitCtx   context.Context
+	met       *Metrics // nil: metrics off
 
 	// checkpoints (see checkpoint.go)
 	ctl    *Control
@@ -160,6 +164,7 @@ type task struct {
 	channels    int // input channels of all gates
 	singleGate  bool
 	alignID     int64
+	alignStart  time.Time            // when the first barrier of alignID arrived
 	seen        map[chanKey]struct{} // delivered barrier alignID
 	superseded  map[int64]struct{}   // older checkpoints declined while aligning
 	ended       map[chanKey]struct{} // delivered END_OF_PARTITION
@@ -188,7 +193,7 @@ type task struct {
 // context.Canceled (or the context's other error) when ctx ended first. An
 // invalid spec is reported as such, unclassified.
 func Run(ctx context.Context, spec Spec, deps Deps) (res Result, err error) {
-	t := &task{spec: spec, deps: deps, emitCtx: ctx, ctl: deps.Control, acks: deps.Checkpoints,
+	t := &task{spec: spec, deps: deps, emitCtx: ctx, ctl: deps.Control, acks: deps.Checkpoints, met: deps.Metrics,
 		seen: map[chanKey]struct{}{}, ended: map[chanKey]struct{}{}, superseded: map[int64]struct{}{}}
 	if t.ctl == nil {
 		t.ctl = NewControl()
@@ -372,6 +377,7 @@ func (t *task) open(ctx context.Context) error {
 		}
 		t.writers = append(t.writers, w)
 	}
+	t.met.attach(t.writers, t.inst)
 	return nil
 }
 
@@ -379,6 +385,7 @@ func (t *task) open(ctx context.Context) error {
 // output. recs are valid only during the call.
 func (t *task) emit(recs []abi.Record) error {
 	t.emitted += int64(len(recs))
+	t.met.addOut(len(recs), 0) // bytes: the writers count their own
 	if t.sink != nil {
 		if t.sink.write(recs) {
 			// A part rolled over: upload it now, so memory stays bounded.
@@ -390,6 +397,7 @@ func (t *task) emit(recs []abi.Record) error {
 		return nil
 	}
 	if t.collectEnd {
+		before := t.collBytes
 		for i := range recs {
 			t.collBytes += len(recs[i].Value)
 			if t.collBytes > MaxCollectBytes {
@@ -397,6 +405,7 @@ func (t *task) emit(recs []abi.Record) error {
 			}
 			t.collected = append(t.collected, t.keep(recs[i].Value))
 		}
+		t.met.addOut(0, t.collBytes-before)
 		return nil
 	}
 	for _, w := range t.writers {
@@ -428,6 +437,7 @@ func (t *task) process(ctx context.Context, recs []abi.Record, enc []byte) error
 	if len(recs) == 0 {
 		return nil
 	}
+	t.met.addIn(len(recs), 0)
 	if t.inst == nil {
 		return t.emit(recs)
 	}
@@ -488,6 +498,7 @@ func (t *task) run(ctx context.Context) error {
 func (t *task) runText(ctx context.Context) error {
 	var b lineBatch
 	flush := func() error {
+		t.met.addIn(0, b.lineBytes)
 		err := t.process(ctx, b.recs, b.encoded())
 		b.reset()
 		return err
@@ -497,7 +508,9 @@ func (t *task) runText(ctx context.Context) error {
 		if err := t.serveControl(ctx, src); err != nil {
 			return err
 		}
+		waited := t.met.waitStart()
 		sp, done, err := t.nextSplit(ctx, src)
+		t.met.idleSince(waited)
 		if err != nil {
 			return err
 		}
@@ -647,6 +660,7 @@ func (t *task) idleWait(ctx context.Context, idle *time.Duration) error {
 	*idle = min(max(*idle*2, minSourceIdle), maxSourceIdle)
 	timer := time.NewTimer(*idle)
 	defer timer.Stop()
+	defer t.met.idleSince(t.met.waitStart())
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
@@ -692,7 +706,9 @@ func (t *task) runGate(ctx context.Context, g *exchange.InputGate) error {
 			}
 		}
 		wctx := t.waitCtx(ctx)
+		waited := t.met.waitStart()
 		b, err := t.next(ctx, wctx, g)
+		t.met.idleSince(waited)
 		if err == io.EOF {
 			return nil
 		}
@@ -712,6 +728,7 @@ func (t *task) handle(ctx context.Context, gate int, b exchange.Batch) error {
 	if b.IsEvent() {
 		return t.onEvent(ctx, gate, b.Producer, b.Event)
 	}
+	t.met.addIn(0, len(b.Encoded))
 	return t.process(ctx, b.Records, b.Encoded)
 }
 
@@ -771,18 +788,22 @@ func (t *task) runGates(ctx context.Context) error {
 			}
 			fire = timer.C
 		}
+		waited := t.met.waitStart()
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-fire:
+			t.met.idleSince(waited)
 			if err := t.fireDueTimers(ctx); err != nil {
 				return err
 			}
 		case <-t.ctl.wake:
+			t.met.idleSince(waited)
 			if err := t.serveControl(ctx, nil); err != nil {
 				return err
 			}
 		case m := <-msgs:
+			t.met.idleSince(waited)
 			if m.err == io.EOF {
 				open--
 				continue

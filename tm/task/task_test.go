@@ -121,15 +121,19 @@ type job struct {
 	mgrs   []*exchange.Manager
 	store  blob.Store
 	splits []checkpoint.Split // of every text source
+	// noMetrics runs the tasks with metrics off.
+	noMetrics bool
 }
 
 type jobResult struct {
 	collected []string
 	accs      map[string]int64
 	errs      []error
+	// metrics are each task's final figures, by chain index.
+	metrics map[int][]Sample
 }
 
-func (j job) run(t *testing.T, ctx context.Context) jobResult {
+func (j job) run(t testing.TB, ctx context.Context) jobResult {
 	t.Helper()
 	chains := jobgraph.Chains(j.g, j.p)
 	chainOf := map[int]int{}
@@ -164,7 +168,7 @@ func (j job) run(t *testing.T, ctx context.Context) jobResult {
 	}
 	queue := &splitQueue{sps: slices.Clone(j.splits)}
 	var mu sync.Mutex
-	res := jobResult{accs: map[string]int64{}}
+	res := jobResult{accs: map[string]int64{}, metrics: map[int][]Sample{}}
 	var wg sync.WaitGroup
 	for ci, c := range chains {
 		var chain []jobgraph.Vertex
@@ -179,6 +183,9 @@ func (j job) run(t *testing.T, ctx context.Context) jobResult {
 				Inputs: inputs[ci], Outputs: outputs[ci],
 			}
 			deps := Deps{Modules: oneModule{j.mod}, Blob: j.store, Exchange: j.mgrs[sub%len(j.mgrs)]}
+			if !j.noMetrics {
+				deps.Metrics = NewMetrics()
+			}
 			if chain[0].Connector == jobgraph.ConnectorText {
 				deps.Splits = queue
 			}
@@ -188,6 +195,9 @@ func (j job) run(t *testing.T, ctx context.Context) jobResult {
 				r, err := Run(ctx, spec, deps)
 				mu.Lock()
 				defer mu.Unlock()
+				if deps.Metrics != nil {
+					res.metrics[ci] = append(res.metrics[ci], deps.Metrics.Sample())
+				}
 				if err != nil {
 					res.errs = append(res.errs, err)
 					return
@@ -206,7 +216,7 @@ func (j job) run(t *testing.T, ctx context.Context) jobResult {
 	return res
 }
 
-func plan(t *testing.T, mod *wasmhost.Module, args ...string) *jobgraph.Graph {
+func plan(t testing.TB, mod *wasmhost.Module, args ...string) *jobgraph.Graph {
 	t.Helper()
 	g, err := mod.Plan(context.Background(), args, wasmhost.Limits{})
 	if err != nil {

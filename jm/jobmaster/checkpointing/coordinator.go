@@ -162,6 +162,7 @@ type Coordinator struct {
 	latest *checkpoint.Metadata
 	// history holds ended checkpoints, oldest first.
 	history   []checkpoint.Stats
+	counts    Counts    // every checkpoint that ended, history or not
 	failures  int       // periodic checkpoints failed in a row
 	lastEnd   time.Time // last completion or abort (monotonic)
 	tickArmed bool
@@ -725,11 +726,23 @@ func (c *Coordinator) jobEnded() {
 
 // record adds an ended checkpoint to the history.
 func (c *Coordinator) record(s checkpoint.Stats) {
+	if s.Status == checkpoint.StatusCompleted {
+		c.counts.Completed++
+	} else {
+		c.counts.Failed++
+	}
 	c.history = append(c.history, s)
 	if n := len(c.history) - maxHistory; n > 0 {
 		c.history = slices.Delete(c.history, 0, n)
 	}
 }
+
+// Counts are how many checkpoints and savepoints of a job completed and
+// failed (aborted), since the JobMaster started.
+type Counts struct{ Completed, Failed int64 }
+
+// Counts returns how many checkpoints ended each way.
+func (c *Coordinator) Counts() Counts { return c.counts }
 
 // Stats returns the job's checkpoints and savepoints, newest first: those
 // in progress and the last 100 that ended.

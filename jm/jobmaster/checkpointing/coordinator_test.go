@@ -593,6 +593,10 @@ func TestStatsNewestFirstAndBounded(t *testing.T) {
 	if len(st) != maxHistory || st[0].ID != maxHistory+5 {
 		t.Fatalf("%d stats, newest %d", len(st), st[0].ID)
 	}
+	// The counts cover every checkpoint, beyond the history.
+	if got := c.Counts(); got != (Counts{Failed: maxHistory + 5}) {
+		t.Fatalf("counts %+v, want %d failed", got, maxHistory+5)
+	}
 	for i := 1; i < len(st); i++ {
 		if st[i-1].ID <= st[i].ID {
 			t.Fatalf("not newest first at %d", i)

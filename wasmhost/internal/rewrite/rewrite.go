@@ -20,6 +20,15 @@ const InterruptExport = "sluice:interrupt"
 // functions).
 const TickExport = "sluice:tick"
 
+// FuelExport and FuelTripsExport name the added $fuel (i32: checks left
+// until the next trip to Go) and $trips (i64: trips so far, counted by
+// $tick) globals. The checks run so far, the guest's fuel consumed, are
+// $trips × FuelInterval + FuelInterval − $fuel.
+const (
+	FuelExport      = "sluice:fuel"
+	FuelTripsExport = "sluice:fuel_trips"
+)
+
 // FuelInterval is how many checks a guest runs between trips to Go. A trip
 // costs about as much as a few hundred checks; 1<<14 keeps it under 0.1% and
 // lets the world stop within well under a millisecond of guest time.
@@ -87,7 +96,7 @@ func Instrument(wasm []byte, maxTable uint32) ([]byte, error) {
 		case wasmbin.SectionStart:
 			return nil, errors.New("module has a start function: export it as _initialize instead")
 		case wasmbin.SectionExport:
-			for _, reserved := range []string{InterruptExport, TickExport} {
+			for _, reserved := range []string{InterruptExport, TickExport, FuelExport, FuelTripsExport} {
 				if wasmbin.ExportsName(s.Body, reserved) {
 					return nil, fmt.Errorf("export name %q is reserved", reserved)
 				}
@@ -98,20 +107,31 @@ func Instrument(wasm []byte, maxTable uint32) ([]byte, error) {
 		// The fuel check needs memory.grow, and the ABI needs a memory anyway.
 		return nil, fmt.Errorf("module has no linear memory: the guest must export its memory as %q", abi.ExportMemory)
 	}
-	g := importedGlobals + definedGlobals // $interrupt; $fuel is g+1
+	g := importedGlobals + definedGlobals // $interrupt; $fuel is g+1, $trips g+2
 	tick := importedFuncs + definedFuncs  // $tick, of the added type [] -> [] (index types)
 	check := fuelCheck(g, g+1, tick)
 	newType := []byte{0x60, 0x00, 0x00}
 	newFunc := wasmbin.AppendU32(nil, types)
-	tickBody := []byte{0x00, 0x41, 0x00, 0x40, 0x00, 0x1a, 0x0b} // no locals; i32.const 0; memory.grow 0; drop; end
+	// $tick counts the trip (the fuel consumed is read from it: it runs
+	// once per FuelInterval checks, so the common path pays nothing), then
+	// comes back to Go.
+	tickBody := wasmbin.AppendU32([]byte{0x00, 0x23}, g+2)                      // no locals; global.get $trips
+	tickBody = wasmbin.AppendU32(append(tickBody, 0x42, 0x01, 0x7c, 0x24), g+2) // i64.const 1; i64.add; global.set $trips
+	tickBody = append(tickBody, 0x41, 0x00, 0x40, 0x00, 0x1a, 0x0b)             // i32.const 0; memory.grow 0; drop; end
 	newCode := append(wasmbin.AppendU32(nil, uint32(len(tickBody))), tickBody...)
 	newGlobal := []byte{0x7f, 0x01, 0x41, 0x00, 0x0b} // $interrupt: mut i32 = i32.const 0
 	newGlobal = append(append(newGlobal, 0x7f, 0x01, 0x41), wasmbin.AppendU32(nil, FuelInterval)...)
-	newGlobal = append(newGlobal, 0x0b) // $fuel: mut i32 = i32.const FuelInterval
+	newGlobal = append(newGlobal, 0x0b)                         // $fuel: mut i32 = i32.const FuelInterval
+	newGlobal = append(newGlobal, 0x7e, 0x01, 0x42, 0x00, 0x0b) // $trips: mut i64 = i64.const 0
+	const addedGlobals, addedExports = 3, 4
 	newExport := append(wasmbin.AppendU32(nil, uint32(len(InterruptExport))), InterruptExport...)
 	newExport = wasmbin.AppendU32(append(newExport, 0x03), g)
 	newExport = append(append(newExport, wasmbin.AppendU32(nil, uint32(len(TickExport)))...), TickExport...)
 	newExport = wasmbin.AppendU32(append(newExport, 0x00), tick)
+	for i, n := range []string{FuelExport, FuelTripsExport} {
+		newExport = append(wasmbin.AppendU32(newExport, uint32(len(n))), n...)
+		newExport = wasmbin.AppendU32(append(newExport, 0x03), g+1+uint32(i))
+	}
 
 	out := append([]byte(nil), wasmbin.Header...)
 	emit := func(id byte, body []byte) {
@@ -138,11 +158,11 @@ func Instrument(wasm []byte, maxTable uint32) ([]byte, error) {
 			addedCode = true
 		}
 		if !addedGlobal && before > order[wasmbin.SectionGlobal] {
-			emit(wasmbin.SectionGlobal, append(wasmbin.AppendU32(nil, 2), newGlobal...))
+			emit(wasmbin.SectionGlobal, append(wasmbin.AppendU32(nil, addedGlobals), newGlobal...))
 			addedGlobal = true
 		}
 		if !addedExport && before > order[wasmbin.SectionExport] {
-			emit(wasmbin.SectionExport, append(wasmbin.AppendU32(nil, 2), newExport...))
+			emit(wasmbin.SectionExport, append(wasmbin.AppendU32(nil, addedExports), newExport...))
 			addedExport = true
 		}
 	}
@@ -160,7 +180,7 @@ func Instrument(wasm []byte, maxTable uint32) ([]byte, error) {
 		case wasmbin.SectionGlobal:
 			gr := wasmbin.NewReader(s.Body)
 			n := gr.U32()
-			emit(s.ID, append(wasmbin.AppendU32(nil, n+2), append(append([]byte(nil), gr.Rest()...), newGlobal...)...))
+			emit(s.ID, append(wasmbin.AppendU32(nil, n+addedGlobals), append(append([]byte(nil), gr.Rest()...), newGlobal...)...))
 			addedGlobal = true
 		case wasmbin.SectionType, wasmbin.SectionFunction:
 			r := wasmbin.NewReader(s.Body)
@@ -175,7 +195,7 @@ func Instrument(wasm []byte, maxTable uint32) ([]byte, error) {
 		case wasmbin.SectionExport:
 			er := wasmbin.NewReader(s.Body)
 			n := er.U32()
-			emit(s.ID, append(wasmbin.AppendU32(nil, n+2), append(append([]byte(nil), er.Rest()...), newExport...)...))
+			emit(s.ID, append(wasmbin.AppendU32(nil, n+addedExports), append(append([]byte(nil), er.Rest()...), newExport...)...))
 			addedExport = true
 		case wasmbin.SectionTable:
 			tables, err := capTables(s.Body, maxTable)

@@ -75,11 +75,26 @@ func TestInstrumentedModuleRunsAndStops(t *testing.T) {
 	if err != nil {
 		t.Fatalf("wazero refuses the instrumented module: %v", err)
 	}
+	fuel := func() uint64 {
+		left := uint64(uint32(mod.ExportedGlobal(FuelExport).Get()))
+		return mod.ExportedGlobal(FuelTripsExport).Get()*FuelInterval + FuelInterval - left
+	}
 	if _, err := mod.ExportedFunction("spin").Call(ctx); err != nil {
 		t.Fatalf("spin: %v", err)
 	}
 	if mod.ExportedFunction(TickExport) == nil {
 		t.Errorf("no %q export", TickExport)
+	}
+	// One check at the function entry, one per iteration.
+	one := fuel()
+	if one < 65536 || one > 65538 {
+		t.Errorf("fuel after one spin: %d, want the 65536 iterations and the entry", one)
+	}
+	if _, err := mod.ExportedFunction("spin").Call(ctx); err != nil {
+		t.Fatalf("spin: %v", err)
+	}
+	if got := fuel(); got != 2*one {
+		t.Errorf("fuel after two spins: %d, want %d", got, 2*one)
 	}
 	stop, ok := mod.ExportedGlobal(InterruptExport).(api.MutableGlobal)
 	if !ok {
@@ -124,6 +139,7 @@ func TestInstrumentRejects(t *testing.T) {
 		{"start function", testModule{extra: [][]byte{sect(wasmbin.SectionStart, 0)}}, "start function"},
 		{"reserved export", testModule{export: InterruptExport}, "is reserved"},
 		{"reserved tick export", testModule{export: TickExport}, "is reserved"},
+		{"reserved fuel export", testModule{export: FuelTripsExport}, "is reserved"},
 		{"no memory", testModule{noMemory: true}, "no linear memory"},
 		{"foreign global", testModule{body: []byte{0, 0x23, 0x00, 0x1a, 0x0b}}, "function 0: global index 0 out of range"},
 		{"unknown instruction", testModule{body: []byte{0, 0xff, 0x0b}}, "unsupported instruction 0xff"},

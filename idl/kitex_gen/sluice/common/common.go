@@ -566,6 +566,179 @@ var fieldIDToName_TaskStacks = map[int16]string{
 	1: "tasks",
 }
 
+type TaskMetrics struct {
+	ExecutionId                string  `thrift:"execution_id,1" frugal:"1,default,string" json:"execution_id"`
+	JobId                      string  `thrift:"job_id,2" frugal:"2,default,string" json:"job_id"`
+	RecordsIn                  int64   `thrift:"records_in,3" frugal:"3,default,i64" json:"records_in"`
+	RecordsOut                 int64   `thrift:"records_out,4" frugal:"4,default,i64" json:"records_out"`
+	BytesIn                    int64   `thrift:"bytes_in,5" frugal:"5,default,i64" json:"bytes_in"`
+	BytesOut                   int64   `thrift:"bytes_out,6" frugal:"6,default,i64" json:"bytes_out"`
+	BusyMsPerSecond            int64   `thrift:"busy_ms_per_second,7" frugal:"7,default,i64" json:"busy_ms_per_second"`
+	IdleMsPerSecond            int64   `thrift:"idle_ms_per_second,8" frugal:"8,default,i64" json:"idle_ms_per_second"`
+	BackPressuredMsPerSecond   int64   `thrift:"back_pressured_ms_per_second,9" frugal:"9,default,i64" json:"back_pressured_ms_per_second"`
+	OutputBufferUsage          float64 `thrift:"output_buffer_usage,10" frugal:"10,default,double" json:"output_buffer_usage"`
+	MemoryPages                int64   `thrift:"memory_pages,11" frugal:"11,default,i64" json:"memory_pages"`
+	Fuel                       int64   `thrift:"fuel,12" frugal:"12,default,i64" json:"fuel"`
+	ReportedMs                 int64   `thrift:"reported_ms,13" frugal:"13,default,i64" json:"reported_ms"`
+	AccumulatedBusyMs          int64   `thrift:"accumulated_busy_ms,14" frugal:"14,default,i64" json:"accumulated_busy_ms"`
+	AccumulatedIdleMs          int64   `thrift:"accumulated_idle_ms,15" frugal:"15,default,i64" json:"accumulated_idle_ms"`
+	AccumulatedBackPressuredMs int64   `thrift:"accumulated_back_pressured_ms,16" frugal:"16,default,i64" json:"accumulated_back_pressured_ms"`
+	LastAlignmentMs            int64   `thrift:"last_alignment_ms,17" frugal:"17,default,i64" json:"last_alignment_ms"`
+}
+
+func NewTaskMetrics() *TaskMetrics {
+	return &TaskMetrics{}
+}
+
+func (p *TaskMetrics) InitDefault() {
+}
+
+func (p *TaskMetrics) GetExecutionId() (v string) {
+	return p.ExecutionId
+}
+
+func (p *TaskMetrics) GetJobId() (v string) {
+	return p.JobId
+}
+
+func (p *TaskMetrics) GetRecordsIn() (v int64) {
+	return p.RecordsIn
+}
+
+func (p *TaskMetrics) GetRecordsOut() (v int64) {
+	return p.RecordsOut
+}
+
+func (p *TaskMetrics) GetBytesIn() (v int64) {
+	return p.BytesIn
+}
+
+func (p *TaskMetrics) GetBytesOut() (v int64) {
+	return p.BytesOut
+}
+
+func (p *TaskMetrics) GetBusyMsPerSecond() (v int64) {
+	return p.BusyMsPerSecond
+}
+
+func (p *TaskMetrics) GetIdleMsPerSecond() (v int64) {
+	return p.IdleMsPerSecond
+}
+
+func (p *TaskMetrics) GetBackPressuredMsPerSecond() (v int64) {
+	return p.BackPressuredMsPerSecond
+}
+
+func (p *TaskMetrics) GetOutputBufferUsage() (v float64) {
+	return p.OutputBufferUsage
+}
+
+func (p *TaskMetrics) GetMemoryPages() (v int64) {
+	return p.MemoryPages
+}
+
+func (p *TaskMetrics) GetFuel() (v int64) {
+	return p.Fuel
+}
+
+func (p *TaskMetrics) GetReportedMs() (v int64) {
+	return p.ReportedMs
+}
+
+func (p *TaskMetrics) GetAccumulatedBusyMs() (v int64) {
+	return p.AccumulatedBusyMs
+}
+
+func (p *TaskMetrics) GetAccumulatedIdleMs() (v int64) {
+	return p.AccumulatedIdleMs
+}
+
+func (p *TaskMetrics) GetAccumulatedBackPressuredMs() (v int64) {
+	return p.AccumulatedBackPressuredMs
+}
+
+func (p *TaskMetrics) GetLastAlignmentMs() (v int64) {
+	return p.LastAlignmentMs
+}
+func (p *TaskMetrics) SetExecutionId(val string) {
+	p.ExecutionId = val
+}
+func (p *TaskMetrics) SetJobId(val string) {
+	p.JobId = val
+}
+func (p *TaskMetrics) SetRecordsIn(val int64) {
+	p.RecordsIn = val
+}
+func (p *TaskMetrics) SetRecordsOut(val int64) {
+	p.RecordsOut = val
+}
+func (p *TaskMetrics) SetBytesIn(val int64) {
+	p.BytesIn = val
+}
+func (p *TaskMetrics) SetBytesOut(val int64) {
+	p.BytesOut = val
+}
+func (p *TaskMetrics) SetBusyMsPerSecond(val int64) {
+	p.BusyMsPerSecond = val
+}
+func (p *TaskMetrics) SetIdleMsPerSecond(val int64) {
+	p.IdleMsPerSecond = val
+}
+func (p *TaskMetrics) SetBackPressuredMsPerSecond(val int64) {
+	p.BackPressuredMsPerSecond = val
+}
+func (p *TaskMetrics) SetOutputBufferUsage(val float64) {
+	p.OutputBufferUsage = val
+}
+func (p *TaskMetrics) SetMemoryPages(val int64) {
+	p.MemoryPages = val
+}
+func (p *TaskMetrics) SetFuel(val int64) {
+	p.Fuel = val
+}
+func (p *TaskMetrics) SetReportedMs(val int64) {
+	p.ReportedMs = val
+}
+func (p *TaskMetrics) SetAccumulatedBusyMs(val int64) {
+	p.AccumulatedBusyMs = val
+}
+func (p *TaskMetrics) SetAccumulatedIdleMs(val int64) {
+	p.AccumulatedIdleMs = val
+}
+func (p *TaskMetrics) SetAccumulatedBackPressuredMs(val int64) {
+	p.AccumulatedBackPressuredMs = val
+}
+func (p *TaskMetrics) SetLastAlignmentMs(val int64) {
+	p.LastAlignmentMs = val
+}
+
+func (p *TaskMetrics) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TaskMetrics(%+v)", *p)
+}
+
+var fieldIDToName_TaskMetrics = map[int16]string{
+	1:  "execution_id",
+	2:  "job_id",
+	3:  "records_in",
+	4:  "records_out",
+	5:  "bytes_in",
+	6:  "bytes_out",
+	7:  "busy_ms_per_second",
+	8:  "idle_ms_per_second",
+	9:  "back_pressured_ms_per_second",
+	10: "output_buffer_usage",
+	11: "memory_pages",
+	12: "fuel",
+	13: "reported_ms",
+	14: "accumulated_busy_ms",
+	15: "accumulated_idle_ms",
+	16: "accumulated_back_pressured_ms",
+	17: "last_alignment_ms",
+}
+
 type SluiceError struct {
 	Code    ErrorCode `thrift:"code,1" frugal:"1,default,ErrorCode" json:"code"`
 	Message string    `thrift:"message,2" frugal:"2,default,string" json:"message"`

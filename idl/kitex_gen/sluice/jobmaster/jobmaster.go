@@ -17,6 +17,7 @@ type TaskStateUpdate struct {
 	Collected    [][]byte             `thrift:"collected,6" frugal:"6,default,list<binary>" json:"collected"`
 	SinkParts    []*common.SinkPart   `thrift:"sink_parts,7" frugal:"7,default,list<common.SinkPart>" json:"sink_parts"`
 	FailureKind  string               `thrift:"failure_kind,8" frugal:"8,default,string" json:"failure_kind"`
+	Metrics      *common.TaskMetrics  `thrift:"metrics,9,optional" frugal:"9,optional,common.TaskMetrics" json:"metrics,omitempty"`
 }
 
 func NewTaskStateUpdate() *TaskStateUpdate {
@@ -62,6 +63,15 @@ func (p *TaskStateUpdate) GetSinkParts() (v []*common.SinkPart) {
 func (p *TaskStateUpdate) GetFailureKind() (v string) {
 	return p.FailureKind
 }
+
+var TaskStateUpdate_Metrics_DEFAULT *common.TaskMetrics
+
+func (p *TaskStateUpdate) GetMetrics() (v *common.TaskMetrics) {
+	if !p.IsSetMetrics() {
+		return TaskStateUpdate_Metrics_DEFAULT
+	}
+	return p.Metrics
+}
 func (p *TaskStateUpdate) SetFencing(val *common.FencingToken) {
 	p.Fencing = val
 }
@@ -86,9 +96,16 @@ func (p *TaskStateUpdate) SetSinkParts(val []*common.SinkPart) {
 func (p *TaskStateUpdate) SetFailureKind(val string) {
 	p.FailureKind = val
 }
+func (p *TaskStateUpdate) SetMetrics(val *common.TaskMetrics) {
+	p.Metrics = val
+}
 
 func (p *TaskStateUpdate) IsSetFencing() bool {
 	return p.Fencing != nil
+}
+
+func (p *TaskStateUpdate) IsSetMetrics() bool {
+	return p.Metrics != nil
 }
 
 func (p *TaskStateUpdate) String() string {
@@ -107,6 +124,7 @@ var fieldIDToName_TaskStateUpdate = map[int16]string{
 	6: "collected",
 	7: "sink_parts",
 	8: "failure_kind",
+	9: "metrics",
 }
 
 type SourcePosition struct {

@@ -186,10 +186,11 @@ var fieldIDToName_RegisterTaskManagerResponse = map[int16]string{
 }
 
 type HeartbeatRequest struct {
-	ResourceId     string           `thrift:"resource_id,1" frugal:"1,default,string" json:"resource_id"`
-	RegistrationId string           `thrift:"registration_id,2" frugal:"2,default,string" json:"registration_id"`
-	SlotReport     []*SlotStatus    `thrift:"slot_report,3" frugal:"3,default,list<SlotStatus>" json:"slot_report"`
-	Metrics        map[string]int64 `thrift:"metrics,4" frugal:"4,default,map<string:i64>" json:"metrics"`
+	ResourceId     string                `thrift:"resource_id,1" frugal:"1,default,string" json:"resource_id"`
+	RegistrationId string                `thrift:"registration_id,2" frugal:"2,default,string" json:"registration_id"`
+	SlotReport     []*SlotStatus         `thrift:"slot_report,3" frugal:"3,default,list<SlotStatus>" json:"slot_report"`
+	Metrics        map[string]int64      `thrift:"metrics,4" frugal:"4,default,map<string:i64>" json:"metrics"`
+	Tasks          []*common.TaskMetrics `thrift:"tasks,5,optional" frugal:"5,optional,list<common.TaskMetrics>" json:"tasks,omitempty"`
 }
 
 func NewHeartbeatRequest() *HeartbeatRequest {
@@ -214,6 +215,15 @@ func (p *HeartbeatRequest) GetSlotReport() (v []*SlotStatus) {
 func (p *HeartbeatRequest) GetMetrics() (v map[string]int64) {
 	return p.Metrics
 }
+
+var HeartbeatRequest_Tasks_DEFAULT []*common.TaskMetrics
+
+func (p *HeartbeatRequest) GetTasks() (v []*common.TaskMetrics) {
+	if !p.IsSetTasks() {
+		return HeartbeatRequest_Tasks_DEFAULT
+	}
+	return p.Tasks
+}
 func (p *HeartbeatRequest) SetResourceId(val string) {
 	p.ResourceId = val
 }
@@ -225,6 +235,13 @@ func (p *HeartbeatRequest) SetSlotReport(val []*SlotStatus) {
 }
 func (p *HeartbeatRequest) SetMetrics(val map[string]int64) {
 	p.Metrics = val
+}
+func (p *HeartbeatRequest) SetTasks(val []*common.TaskMetrics) {
+	p.Tasks = val
+}
+
+func (p *HeartbeatRequest) IsSetTasks() bool {
+	return p.Tasks != nil
 }
 
 func (p *HeartbeatRequest) String() string {
@@ -239,6 +256,7 @@ var fieldIDToName_HeartbeatRequest = map[int16]string{
 	2: "registration_id",
 	3: "slot_report",
 	4: "metrics",
+	5: "tasks",
 }
 
 type HeartbeatResponse struct {

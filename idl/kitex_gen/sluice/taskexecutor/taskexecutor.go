@@ -187,6 +187,7 @@ type TaskDeployment struct {
 	MaxStateBytes    *int64               `thrift:"max_state_bytes,18,optional" frugal:"18,optional,i64" json:"max_state_bytes,omitempty"`
 	Restore          *TaskRestore         `thrift:"restore,19,optional" frugal:"19,optional,TaskRestore" json:"restore,omitempty"`
 	Chain            []*Vertex            `thrift:"chain,20" frugal:"20,default,list<Vertex>" json:"chain"`
+	JobName          *string              `thrift:"job_name,21,optional" frugal:"21,optional,string" json:"job_name,omitempty"`
 }
 
 func NewTaskDeployment() *TaskDeployment {
@@ -296,6 +297,15 @@ func (p *TaskDeployment) GetRestore() (v *TaskRestore) {
 func (p *TaskDeployment) GetChain() (v []*Vertex) {
 	return p.Chain
 }
+
+var TaskDeployment_JobName_DEFAULT string
+
+func (p *TaskDeployment) GetJobName() (v string) {
+	if !p.IsSetJobName() {
+		return TaskDeployment_JobName_DEFAULT
+	}
+	return *p.JobName
+}
 func (p *TaskDeployment) SetFencing(val *common.FencingToken) {
 	p.Fencing = val
 }
@@ -353,6 +363,9 @@ func (p *TaskDeployment) SetRestore(val *TaskRestore) {
 func (p *TaskDeployment) SetChain(val []*Vertex) {
 	p.Chain = val
 }
+func (p *TaskDeployment) SetJobName(val *string) {
+	p.JobName = val
+}
 
 func (p *TaskDeployment) IsSetFencing() bool {
 	return p.Fencing != nil
@@ -372,6 +385,10 @@ func (p *TaskDeployment) IsSetMaxStateBytes() bool {
 
 func (p *TaskDeployment) IsSetRestore() bool {
 	return p.Restore != nil
+}
+
+func (p *TaskDeployment) IsSetJobName() bool {
+	return p.JobName != nil
 }
 
 func (p *TaskDeployment) String() string {
@@ -401,6 +418,7 @@ var fieldIDToName_TaskDeployment = map[int16]string{
 	18: "max_state_bytes",
 	19: "restore",
 	20: "chain",
+	21: "job_name",
 }
 
 type TaskRestore struct {

@@ -1,0 +1,153 @@
+package metrics
+
+import (
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/sluicehq/sluice/internal/control"
+	"github.com/sluicehq/sluice/tm/executor"
+)
+
+type fakeSource struct {
+	stats    []executor.TaskStat
+	failures map[string]executor.GuestFailures
+	slots    []control.SlotStatus
+}
+
+func (f fakeSource) TaskStats() []executor.TaskStat                   { return f.stats }
+func (f fakeSource) GuestFailures() map[string]executor.GuestFailures { return f.failures }
+func (f fakeSource) SlotReport() []control.SlotStatus                 { return f.slots }
+
+// gather scrapes c and returns each series as "name{k=v,...}" -> value.
+func gather(t *testing.T, c prometheus.Collector) map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var ls []string
+			for _, l := range m.GetLabel() {
+				ls = append(ls, l.GetName()+"="+l.GetValue())
+			}
+			sort.Strings(ls)
+			out[mf.GetName()+"{"+strings.Join(ls, ",")+"}"] = value(m)
+		}
+	}
+	return out
+}
+
+func value(m *dto.Metric) float64 {
+	switch {
+	case m.Counter != nil:
+		return m.GetCounter().GetValue()
+	case m.Gauge != nil:
+		return m.GetGauge().GetValue()
+	}
+	return -1
+}
+
+func TestCollectorExportsTasksFailuresAndSlots(t *testing.T) {
+	src := fakeSource{
+		stats: []executor.TaskStat{
+			{ExecutionID: "e1", JobID: "j1", JobName: "wc", Tenant: "acme", Task: "lines -> split", Operators: []string{"lines", "split"},
+				SourceHead: true, Subtask: 0, Metrics: control.TaskMetrics{RecordsIn: 10, RecordsOut: 42, BytesIn: 300, BytesOut: 900,
+					BusyMsPerSecond: 600, IdleMsPerSecond: 300, BackPressuredMsPerSecond: 100, OutputBufferUsage: 0.5,
+					MemoryPages: 17, Fuel: 12345, AccumulatedBusyMs: 6, AccumulatedIdleMs: 3, AccumulatedBackPressuredMs: 1, LastAlignmentMs: 4}},
+			// An older attempt that ended, under the same labels as a running
+			// one: the running one wins.
+			{ExecutionID: "e2-old", JobID: "j1", JobName: "wc", Tenant: "acme", Task: "count -> out", Operators: []string{"count", "out"},
+				SinkTail: true, Subtask: 1, Ended: true, Metrics: control.TaskMetrics{RecordsIn: 1, RecordsOut: 1}},
+			{ExecutionID: "e2", JobID: "j1", JobName: "wc", Tenant: "acme", Task: "count -> out", Operators: []string{"count", "out"},
+				SinkTail: true, Subtask: 1, Metrics: control.TaskMetrics{RecordsIn: 42, RecordsOut: 7}},
+		},
+		failures: map[string]executor.GuestFailures{"acme": {Traps: 2, Deadlines: 1}},
+		slots:    []control.SlotStatus{{Index: 0, AllocationID: "a"}, {Index: 1}, {Index: 2}},
+	}
+	got := gather(t, NewCollector("tm1", src))
+	src1 := "job_id=j1,job_name=wc,subtask=0,task=lines -> split,tenant=acme,tm=tm1"
+	cnt1 := "job_id=j1,job_name=wc,subtask=1,task=count -> out,tenant=acme,tm=tm1"
+	op := func(labels, op string) string {
+		return strings.Replace(labels, "subtask=", "operator="+op+",subtask=", 1)
+	}
+	want := map[string]float64{
+		"sluice_task_records_in_total{" + src1 + "}":                   10,
+		"sluice_task_records_out_total{" + src1 + "}":                  42,
+		"sluice_task_bytes_in_total{" + src1 + "}":                     300,
+		"sluice_task_bytes_out_total{" + src1 + "}":                    900,
+		"sluice_task_busy_ms_per_second{" + src1 + "}":                 600,
+		"sluice_task_idle_ms_per_second{" + src1 + "}":                 300,
+		"sluice_task_back_pressured_ms_per_second{" + src1 + "}":       100,
+		"sluice_task_busy_time_ms_total{" + src1 + "}":                 6,
+		"sluice_task_idle_time_ms_total{" + src1 + "}":                 3,
+		"sluice_task_back_pressured_time_ms_total{" + src1 + "}":       1,
+		"sluice_task_output_buffer_usage{" + src1 + "}":                0.5,
+		"sluice_task_guest_memory_pages{" + src1 + "}":                 17,
+		"sluice_task_guest_fuel_total{" + src1 + "}":                   12345,
+		"sluice_task_checkpoint_alignment_ms{" + src1 + "}":            4,
+		"sluice_operator_records_out_total{" + op(src1, "lines") + "}": 10,
+		"sluice_operator_records_in_total{" + op(src1, "split") + "}":  10,
+		"sluice_operator_records_out_total{" + op(src1, "split") + "}": 42,
+		"sluice_task_records_in_total{" + cnt1 + "}":                   42,
+		"sluice_task_records_out_total{" + cnt1 + "}":                  7,
+		"sluice_operator_records_in_total{" + op(cnt1, "count") + "}":  42,
+		"sluice_operator_records_out_total{" + op(cnt1, "count") + "}": 7,
+		"sluice_operator_records_in_total{" + op(cnt1, "out") + "}":    7,
+		"sluice_guest_traps_total{tenant=acme,tm=tm1}":                 2,
+		"sluice_guest_deadline_hits_total{tenant=acme,tm=tm1}":         1,
+		"sluice_taskmanager_slots_total{tm=tm1}":                       3,
+		"sluice_taskmanager_slots_free{tm=tm1}":                        2,
+		"sluice_taskmanager_tasks_running{tm=tm1}":                     2,
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
+		}
+	}
+	for k := range got {
+		if strings.Contains(k, "{job=") || strings.Contains(k, ",job=") {
+			t.Errorf("series %s uses the label job, which Prometheus keeps for itself", k)
+		}
+	}
+	// Every task series but the ended attempt's, and nothing more.
+	taskSeries := 0
+	for k := range got {
+		if strings.HasPrefix(k, "sluice_task_") {
+			taskSeries++
+		}
+	}
+	if taskSeries != 14+14 {
+		t.Errorf("%d task series, want 14 for each of the 2 tasks", taskSeries)
+	}
+}
+
+func TestOperatorRecords(t *testing.T) {
+	m := control.TaskMetrics{RecordsIn: 5, RecordsOut: 9}
+	for _, tc := range []struct {
+		name string
+		st   executor.TaskStat
+		want []OperatorFigures
+	}{
+		{"guest chain", executor.TaskStat{Operators: []string{"a", "b", "c"}, Metrics: m}, []OperatorFigures{
+			{Name: "a", In: 5, HasIn: true}, {Name: "b"}, {Name: "c", Out: 9, HasOut: true}}},
+		{"text source to collect", executor.TaskStat{Operators: []string{"lines", "out"}, SourceHead: true, SinkTail: true, Metrics: control.TaskMetrics{RecordsIn: 5, RecordsOut: 5}},
+			[]OperatorFigures{{Name: "lines", Out: 5, HasOut: true}, {Name: "out", In: 5, HasIn: true}}},
+		{"one operator", executor.TaskStat{Operators: []string{"map"}, Metrics: m}, []OperatorFigures{{Name: "map", In: 5, Out: 9, HasIn: true, HasOut: true}}},
+		{"repeated names", executor.TaskStat{Operators: []string{"map", "map"}, Metrics: m}, []OperatorFigures{
+			{Name: "map (1)", In: 5, HasIn: true}, {Name: "map (2)", Out: 9, HasOut: true}}},
+		{"empty", executor.TaskStat{}, nil},
+	} {
+		if got := OperatorRecords(tc.st); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}

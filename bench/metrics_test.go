@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
-	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -111,17 +110,3 @@ type cost struct{ wall, cpu time.Duration }
 
 func (c cost) add(o cost) cost { return cost{c.wall + o.wall, c.cpu + o.cpu} }
 
-// processCPU is the user and system time the process used so far.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[len(s)/2]
-}

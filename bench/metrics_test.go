@@ -108,4 +108,3 @@ func BenchmarkMetricsWordCount(b *testing.B) {
 type cost struct{ wall, cpu time.Duration }
 
 func (c cost) add(o cost) cost { return cost{c.wall + o.wall, c.cpu + o.cpu} }
-

@@ -24,6 +24,7 @@ type planFlags struct {
 	parallelism int
 	timeout     time.Duration
 	memory      uint64
+	wasmOpt     string
 }
 
 func newPlanCmd() *cobra.Command {
@@ -60,6 +61,7 @@ along with the problems and the command fails.`,
 	fl.IntVarP(&f.parallelism, "parallelism", "p", 1, "default parallelism, for validating and chaining")
 	fl.DurationVar(&f.timeout, "timeout", wasmhost.DefaultCallTimeout, "deadline of the guest's plan call")
 	fl.Uint64Var(&f.memory, "memory", wasmhost.DefaultMemoryLimitBytes, "memory cap of the sandbox, in bytes")
+	wasmOptFlag(cmd, &f.wasmOpt)
 	return cmd
 }
 
@@ -74,7 +76,7 @@ type planOutput struct {
 // planJob loads or builds the module, plans it in a sandbox and prints the
 // graph to stdout.
 func planJob(ctx context.Context, stdout, stderr io.Writer, target string, jobArgs []string, f planFlags) error {
-	wasm, err := loadModule(ctx, target, stderr)
+	wasm, err := loadModule(ctx, target, f.wasmOpt, stderr)
 	if err != nil {
 		return err
 	}

@@ -38,6 +38,9 @@ type runFlags struct {
 	fromSavepoint      string
 	fromCheckpoint     string
 	checkpointInterval time.Duration
+	// wasmOpt is the wasm-opt level a Go source directory is optimized at
+	// ("": none).
+	wasmOpt string
 }
 
 func newRunCmd() *cobra.Command {
@@ -87,6 +90,7 @@ attached run cancels the job.`,
 	fl.StringVar(&f.fromSavepoint, "from-savepoint", "", "start the job from this savepoint id (at any parallelism)")
 	fl.StringVar(&f.fromCheckpoint, "from-checkpoint", "", "start the job from this retained checkpoint, JOB/N as sluice checkpoints JOB lists it (at any parallelism)")
 	fl.DurationVar(&f.checkpointInterval, "checkpoint-interval", 0, "take a checkpoint this often, e.g. 1s (sets execution.checkpointing.interval; 0: off)")
+	wasmOptFlag(cmd, &f.wasmOpt)
 	fl.StringVar(&f.tenant, "tenant", client.DefaultTenant, "tenant whose blob prefix --input files are uploaded under (default: the --token's tenant, as the JobManager says)")
 	return cmd
 }
@@ -130,7 +134,7 @@ func runJob(cmd *cobra.Command, f runFlags, target string, jobArgs []string) err
 	defer stop()
 	stderr := cmd.ErrOrStderr()
 
-	wasm, err := loadModule(ctx, target, stderr)
+	wasm, err := loadModule(ctx, target, f.wasmOpt, stderr)
 	if err != nil {
 		return err
 	}
@@ -208,13 +212,17 @@ func runJob(cmd *cobra.Command, f runFlags, target string, jobArgs []string) err
 	return finish(cmd.OutOrStdout(), stderr, res)
 }
 
-// loadModule reads a .wasm file, or builds a Go or C source directory.
-func loadModule(ctx context.Context, target string, stderr io.Writer) ([]byte, error) {
+// loadModule reads a .wasm file, or builds a source directory, optimizing a
+// Go guest with wasm-opt at wasmOpt when it is not "".
+func loadModule(ctx context.Context, target, wasmOpt string, stderr io.Writer) ([]byte, error) {
 	st, err := os.Stat(target)
 	if err != nil {
 		return nil, usageErr(fmt.Errorf("module %s: %w", target, err))
 	}
 	if !st.IsDir() {
+		if wasmOpt != "" {
+			return nil, usageErr(fmt.Errorf("--wasm-opt optimizes a Go guest as it is built, and %s is a module file: pass the guest's source directory", target))
+		}
 		b, err := os.ReadFile(target)
 		if err != nil {
 			return nil, fmt.Errorf("read module: %w", err)
@@ -222,7 +230,7 @@ func loadModule(ctx context.Context, target string, stderr io.Writer) ([]byte, e
 		return b, nil
 	}
 	start := time.Now()
-	path, err := guestbuild.Build(ctx, target)
+	path, err := guestbuild.BuildWith(ctx, target, guestbuild.Options{WasmOpt: wasmOpt})
 	if err != nil {
 		return nil, fmt.Errorf("build %s for wasip1: %w", target, err)
 	}
@@ -234,6 +242,15 @@ func loadModule(ctx context.Context, target string, stderr io.Writer) ([]byte, e
 		fmt.Fprintf(stderr, "built %s in %v\n", target, d.Round(100*time.Millisecond))
 	}
 	return b, nil
+}
+
+// wasmOptFlag adds --wasm-opt[=LEVEL] to cmd: off unless given, and
+// guestbuild.DefaultWasmOptLevel when given without a level.
+func wasmOptFlag(cmd *cobra.Command, level *string) {
+	cmd.Flags().StringVar(level, "wasm-opt", "", fmt.Sprintf(
+		"optimize a Go guest with Binaryen's wasm-opt as it is built (Debian package %s), at `LEVEL`: one of %s (--wasm-opt alone: %s); off by default, see docs/RATIONALE.md",
+		guestbuild.WasmOptDebianPackages, strings.Join(guestbuild.WasmOptLevels(), ", "), guestbuild.DefaultWasmOptLevel))
+	cmd.Flags().Lookup("wasm-opt").NoOptDefVal = guestbuild.DefaultWasmOptLevel
 }
 
 // waitWithProgress long-polls the job until it ends. On a terminal it keeps

@@ -39,6 +39,8 @@ var guestToolchains = []guestToolchain{
 			_, npmErr := exec.LookPath("npm")
 			return nodeErr != nil || npmErr != nil
 		}},
+	// Binaryen's wasm-opt, for the tests of Go guests built with --wasm-opt.
+	{lang: "wasm-opt", packages: guestbuild.WasmOptDebianPackages, requireEnv: guestbuild.RequireWasmOptEnv, works: guestbuild.WasmOptToolchain},
 }
 
 // ensure makes sure the toolchain works and reports whether it does.

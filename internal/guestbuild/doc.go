@@ -22,6 +22,11 @@
 //     cache, and hashed over the lock file, node's version, the SDK, the
 //     flags and the guest's sources.
 //
+// [BuildWith] can also run Binaryen's wasm-opt over a Go guest at a level
+// ([Options.WasmOpt], `sluice run --wasm-opt`), caching the optimized module
+// by the plain one's hash, wasm-opt's version, the level and the flags;
+// [WasmOptToolchain] reports whether wasm-opt works.
+//
 // The CLI (`sluice plan`, `sluice run`) and the tests use it; it shells out
 // to the go command and clang on PATH, and to /usr/bin/cargo. [CToolchain]
 // [RustToolchain] and [ASToolchain] report whether C, Rust and AssemblyScript

@@ -56,6 +56,41 @@ func Build(ctx context.Context, dir string) (wasmPath string, err error) {
 
 // BuildTo is Build with an explicit cache directory.
 func BuildTo(ctx context.Context, dir, cache string) (string, error) {
+	return BuildWith(ctx, dir, Options{Cache: cache})
+}
+
+// Options are the settings of [BuildWith]; the zero value is [Build]'s.
+type Options struct {
+	// Cache is the cache directory; "" is Build's.
+	Cache string
+	// WasmOpt, when not "", is a level of [WasmOptLevels] at which
+	// Binaryen's wasm-opt optimizes a Go guest after go build. The
+	// optimized module is cached beside the plain one, keyed by the plain
+	// one's inputs, wasm-opt's version, the level and the flags.
+	WasmOpt string
+}
+
+// BuildWith is Build with options.
+//
+// # Errors
+//
+// Those of Build; and with o.WasmOpt, an error for a level not in
+// [WasmOptLevels] or a guest that is not Go, one that wraps [ErrNoWasmOpt]
+// and names the package to install when wasm-opt is missing or broken, and
+// wasm-opt's output when it rejects the module.
+func BuildWith(ctx context.Context, dir string, o Options) (string, error) {
+	cache := o.Cache
+	if cache == "" {
+		var err error
+		if cache, err = cacheDir(); err != nil {
+			return "", err
+		}
+	}
+	if o.WasmOpt != "" {
+		if err := checkWasmOptLevel(o.WasmOpt); err != nil {
+			return "", fmt.Errorf("build guest %s: %w", dir, err)
+		}
+	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "", err
@@ -65,10 +100,21 @@ func BuildTo(ctx context.Context, dir, cache string) (string, error) {
 	} else if !st.IsDir() {
 		return "", fmt.Errorf("build guest: %s is not a directory", dir)
 	}
+	// clang, rustc and asc optimize already; only Go's compiler leaves
+	// work that wasm-opt finds (docs/RATIONALE.md).
+	notGo := func(lang string) error {
+		return fmt.Errorf("build guest %s: wasm-opt runs only over Go guests, and this is a %s guest: build it without --wasm-opt", dir, lang)
+	}
 	if isRustGuest(abs) {
+		if o.WasmOpt != "" {
+			return "", notGo("Rust")
+		}
 		return buildRust(ctx, dir, abs, cache)
 	}
 	if isAssemblyScript(abs) {
+		if o.WasmOpt != "" {
+			return "", notGo("AssemblyScript")
+		}
 		return buildAS(ctx, dir, abs, cache)
 	}
 	src, err := listSources(abs)
@@ -77,8 +123,11 @@ func BuildTo(ctx context.Context, dir, cache string) (string, error) {
 	}
 	switch {
 	case src.hasGo:
-		return buildGo(ctx, dir, abs, cache)
+		return buildGo(ctx, dir, abs, cache, o.WasmOpt)
 	case len(src.c) > 0:
+		if o.WasmOpt != "" {
+			return "", notGo("C")
+		}
 		return buildC(ctx, dir, abs, cache, src)
 	default:
 		return "", fmt.Errorf("build guest %s: the directory has no .go or .c files, no Cargo.toml and no %s; a guest is a Go main package, C sources, a Rust crate or an AssemblyScript project", dir, ASConfigFile)
@@ -199,17 +248,23 @@ func cached(cache, sum string, build func(tmp string) error) (string, error) {
 	return out, nil
 }
 
-func buildGo(ctx context.Context, dir, abs, cache string) (string, error) {
+// buildGo builds a Go guest and, when level is not "", optimizes it with
+// wasm-opt at that level.
+func buildGo(ctx context.Context, dir, abs, cache, level string) (string, error) {
 	sum, err := sourceHash(ctx, abs)
 	if err != nil {
 		return "", err
 	}
-	return cached(cache, sum, func(tmp string) error {
+	plain, err := cached(cache, sum, func(tmp string) error {
 		if _, err := goCmd(ctx, abs, "build", "-buildmode=c-shared", "-trimpath", "-o", tmp, "."); err != nil {
 			return fmt.Errorf("build guest %s: %w", dir, err)
 		}
 		return nil
 	})
+	if err != nil || level == "" {
+		return plain, err
+	}
+	return wasmOpt(ctx, dir, plain, cache, sum, level)
 }
 
 func buildC(ctx context.Context, dir, abs, cache string, src sources) (string, error) {

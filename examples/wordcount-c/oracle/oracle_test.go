@@ -7,9 +7,12 @@
 package oracle_test
 
 import (
+	"context"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/local/localtest"
+	"github.com/sluicehq/sluice/wasmhost"
 )
 
 func TestWordCountCMatchesCoreutils(t *testing.T) {
@@ -29,4 +32,24 @@ func TestWordCountCPlan(t *testing.T) {
 // still exact.
 func TestWordCountCSavepoint(t *testing.T) {
 	localtest.CheckWordCountSavepoint(t, localtest.CGuest(t, "examples/wordcount-c"))
+}
+
+// TestWordCountCOtherABIVersion: the C word count rebuilt from its sources
+// with EXPORT("sluice_abi_v2") in place of EXPORT("sluice_abi_v1") is
+// refused at compile time with both versions named; the module as built
+// compiles.
+func TestWordCountCOtherABIVersion(t *testing.T) {
+	v2 := localtest.CGuestWithOtherABIVersion(t, "examples/wordcount-c")
+	ctx := context.Background()
+	rt, err := wasmhost.NewRuntime(ctx, wasmhost.NewRuntimeConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(ctx)
+	if _, err := rt.Compile(ctx, v2); err == nil || !strings.Contains(err.Error(), localtest.RefusedABIVersion) {
+		t.Fatalf("compile with %s: %v, want %q", localtest.OtherABIVersion, err, localtest.RefusedABIVersion)
+	}
+	if _, err := rt.Compile(ctx, localtest.CGuest(t, "examples/wordcount-c")); err != nil {
+		t.Fatalf("the module as built: %v", err)
+	}
 }

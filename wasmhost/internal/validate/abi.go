@@ -114,7 +114,8 @@ func ABI(wasm []byte, cm wazero.CompiledModule, hostFuncs map[string]api.Functio
 		}
 		if len(other) > 0 {
 			sort.Strings(other)
-			return fmt.Errorf("module implements %s; this host speaks %s", strings.Join(other, ", "), abi.Version)
+			return fmt.Errorf("module implements %s; this host speaks %s: rebuild the module with an SDK for %s (docs/ABI.md), or run it on a host that speaks its version",
+				strings.Join(other, ", "), abi.Version, abi.Version)
 		}
 		return fmt.Errorf("module does not declare the Sluice ABI: no export %q (build it with sdk/guest, or see docs/ABI.md)", abi.Version)
 	}

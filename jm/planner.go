@@ -3,6 +3,7 @@ package jm
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/sluicehq/sluice/internal/admit"
 	"github.com/sluicehq/sluice/internal/control"
@@ -91,6 +92,9 @@ func classifyWasm(what string, err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, wasmhost.ErrInvalidModule) && strings.HasPrefix(err.Error(), what):
+		// wasmhost's error already says "invalid module: ...".
+		return rpcerr.Errorf(rpcerr.ErrInvalidModule, "%w", err)
 	case errors.Is(err, wasmhost.ErrInvalidModule):
 		return rpcerr.Errorf(rpcerr.ErrInvalidModule, "%s: %w", what, err)
 	case errors.Is(err, wasmhost.ErrBusy):

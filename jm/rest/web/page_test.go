@@ -88,7 +88,7 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				"exceptionName": "wasm trap", "stacktrace": "wasm stack:\n  0: main.tokenize\n  1: " + hostile, "timestamp": 1700000003000,
 				"taskName": "tokenize", "taskManagerId": tmID}}}})
 	case "GET /jobs/" + jobID + "/vertices/1/backpressure", "GET /jobs/" + jobID + "/vertices/2/backpressure", "GET /jobs/" + jobID + "/vertices/3/backpressure":
-		ratio := map[string]float64{"1": 0, "2": 0.3, "3": 0.8}[strings.Split(r.URL.Path, "/")[4]]
+		ratio := map[string]float64{"1": 0.3, "2": 0.8, "3": 0.9}[strings.Split(r.URL.Path, "/")[4]]
 		writeJSON(w, 200, map[string]any{"status": "ok", "subtasks": []any{map[string]any{"subtask": 0, "ratio": ratio}}})
 	case "GET /jobs/" + jobID + "/vertices/1/watermarks", "GET /jobs/" + jobID + "/vertices/3/watermarks":
 		writeJSON(w, 200, []any{})
@@ -119,24 +119,26 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *fakeAPI) tm() map[string]any {
-	return map[string]any{"id": tmID, "path": "127.0.0.1:4100", "dataPort": 4101, "timeSinceLastHeartbeat": 400,
+	// Flink's timeSinceLastHeartbeat is the time of the last heartbeat.
+	return map[string]any{"id": tmID, "path": "127.0.0.1:4100", "dataPort": 4101, "timeSinceLastHeartbeat": time.Now().UnixMilli() - 400,
 		"slotsNumber": 4, "freeSlots": 1, "hardware": map[string]any{"cpuCores": 2, "physicalMemory": 8 << 30},
-		"metrics": map[string]any{"guest-memory-bytes": 3 << 20, "guest-memory-pages": 48}}
+		"metrics": map[string]any{"slotsTotal": 4, "guest-memory-bytes": 3 << 20, "guest-memory-pages": 48}}
 }
 
 func (f *fakeAPI) job() map[string]any {
 	n := f.polls
 	metrics := func(in, out int64) map[string]any {
 		return map[string]any{"read-records": in, "write-records": out, "read-bytes": in * 10, "write-bytes": out * 10,
-			"busy-ms-per-second": 300, "backpressured-ms-per-second": 0}
+			"busy-ms-per-second": 300, "backpressured-ms-per-second": 0, "reported": 1700000000000 + n*1000}
 	}
 	return map[string]any{"jid": jobID, "name": hostile, "state": "RUNNING", "start-time": 1700000000000, "end-time": -1, "duration": 65000,
 		"now": 1700000000000 + n*1000,
 		"vertices": []any{
 			map[string]any{"id": "1", "name": "Source: lines", "parallelism": 1, "status": "RUNNING", "metrics": metrics(0, 500*n)},
 			map[string]any{"id": "2", "name": hostile, "parallelism": 2, "status": "RUNNING", "metrics": metrics(500*n, 1000*n)},
-			// no metrics yet (before the first report): shown as "–"
-			map[string]any{"id": "3", "name": "Sink: out", "parallelism": 1, "status": "RUNNING"},
+			// no report yet: zeros the page must show as "–", not 0
+			map[string]any{"id": "3", "name": "Sink: out", "parallelism": 1, "status": "RUNNING",
+				"metrics": map[string]any{"read-records": 0, "write-records": 0, "read-bytes": 0, "write-bytes": 0, "reported": 0}},
 		},
 		"plan": map[string]any{"jid": jobID, "name": hostile, "type": "STREAMING", "nodes": []any{
 			map[string]any{"id": "1", "parallelism": 1, "operator": "Source", "description": "Source: lines"},
@@ -206,13 +208,14 @@ func TestDashboardAgainstScriptedAPI(t *testing.T) {
 		t.Errorf("job title %q, want the name as text", got)
 	}
 	// The graph: three vertices, two edges with their ship strategies,
-	// coloured by backpressure (0 → ok, 0.3 → low, 0.8 → high).
+	// coloured by backpressure (0.3 → low, 0.8 → high; the sink has no
+	// report yet, so none, whatever the route says).
 	var nodes []struct{ ID, BP, Text string }
 	tb.eval(`[...document.querySelectorAll('#dag-svg g.node')].map((g) => ({ID: g.dataset.vertexId, BP: g.dataset.backpressure, Text: g.textContent}))`, &nodes)
 	if len(nodes) != 3 {
 		t.Fatalf("graph nodes %+v, want 3", nodes)
 	}
-	for i, want := range []string{"ok", "low", "high"} {
+	for i, want := range []string{"low", "high", "none"} {
 		if nodes[i].BP != want || nodes[i].ID != fmt.Sprint(i+1) {
 			t.Errorf("graph node %d: %+v, want id %d backpressure %s", i, nodes[i], i+1, want)
 		}
@@ -234,7 +237,7 @@ func TestDashboardAgainstScriptedAPI(t *testing.T) {
 
 	// Records, and rates from the diff of two refreshes: 500 records per
 	// second of server time out of the source, 500 in and 1000 out of the
-	// map; the sink has no metrics yet and shows none.
+	// map; the sink has no report yet and shows none.
 	tb.waitJS(10*time.Second, `(() => {
 		const v = (id, cls) => document.querySelector('#vertex-table tr[data-vertex-id="' + id + '"] td.' + cls).dataset.value;
 		const want = [['1', 'rate-records-out', '500'], ['2', 'rate-records-in', '500'], ['2', 'rate-records-out', '1000'], ['2', 'rate-bytes-in', '5000'], ['3', 'rate-records-in', '']];
@@ -248,8 +251,8 @@ func TestDashboardAgainstScriptedAPI(t *testing.T) {
 	}
 	var bpCells []string
 	tb.eval(`[...document.querySelectorAll('#vertex-table td.backpressure')].map((td) => td.dataset.level)`, &bpCells)
-	if strings.Join(bpCells, ",") != "ok,low,high" {
-		t.Errorf("backpressure column %q, want ok,low,high", bpCells)
+	if strings.Join(bpCells, ",") != "low,high,none" {
+		t.Errorf("backpressure column %q, want low,high,none", bpCells)
 	}
 
 	// Watermarks: none yet, then one.
@@ -317,8 +320,11 @@ func TestDashboardAgainstScriptedAPI(t *testing.T) {
 	if got := tb.text("#tm-slots-used .value"); got != "3" {
 		t.Errorf("slots in use %q, want 3", got)
 	}
-	if got := tb.text("#tm-memory"); !strings.Contains(got, "8.0 GiB") || !strings.Contains(got, "3.0 MiB") || !strings.Contains(got, "48") {
-		t.Errorf("memory %q lacks 8.0 GiB physical, 3.0 MiB guest memory, 48 pages", got)
+	if got := tb.text("#tm-memory"); !strings.Contains(got, "8.0 GiB") || !strings.Contains(got, "3.0 MiB") || !strings.Contains(got, "48") || strings.Contains(got, "slotsTotal") {
+		t.Errorf("memory %q: want 8.0 GiB physical, 3.0 MiB guest memory, 48 pages, and no slot figures", got)
+	}
+	if got := tb.text("#tm-details"); !strings.Contains(got, "ago)") {
+		t.Errorf("details %q: want the last heartbeat's time and age", got)
 	}
 	if got := tb.text("#tm-logs-missing"); !strings.Contains(got, "404") {
 		t.Errorf("missing logs say %q", got)

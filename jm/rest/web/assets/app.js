@@ -153,6 +153,15 @@
       p(d.getHours()) + ':' + p(d.getMinutes()) + ':' + p(d.getSeconds());
   }
 
+  // heartbeat shows Flink's "timeSinceLastHeartbeat", which despite its
+  // name is the time of the last heartbeat (Unix ms); a small value is
+  // taken as the age it is named for.
+  function heartbeat(v) {
+    if (v === undefined || v === null || Number(v) <= 0) return '–';
+    const n = Number(v);
+    return n > 1e12 ? time(n) + ' (' + ms(Math.max(0, Date.now() - n)) + ' ago)' : ms(n) + ' ago';
+  }
+
   function rate(v) {
     if (v === null || v === undefined) return '–';
     return (v >= 100 ? Math.round(v).toLocaleString('en-US') : v.toFixed(1)) + '/s';
@@ -225,13 +234,18 @@
     return ['FINISHED', 'CANCELED', 'FAILED'].includes(st);
   }
 
+  // taskCounts summarises subtasks by state; the job list spells the
+  // states in lower case, the job details in upper case (as Flink does).
   function taskCounts(tasks) {
     if (!tasks) return '–';
     const parts = [];
-    for (const k of ['running', 'finished', 'canceled', 'failed', 'created', 'deploying', 'canceling']) {
-      if (tasks[k]) parts.push(tasks[k] + ' ' + k);
+    let total = 0;
+    for (const [k, n] of Object.entries(tasks)) {
+      if (k === 'total' || !n) continue;
+      parts.push(n + ' ' + k.toLowerCase());
+      total += Number(n);
     }
-    return (tasks.total !== undefined ? tasks.total + ' total' : '') + (parts.length ? ' (' + parts.join(', ') + ')' : '');
+    return (tasks.total !== undefined ? tasks.total : total) + ' total' + (parts.length ? ' (' + parts.join(', ') + ')' : '');
   }
 
   function jobTable(jobs) {
@@ -263,7 +277,7 @@
         h('td', { class: 'num' }, num(t.freeSlots)),
         h('td', { class: 'num' }, num(t.hardware && t.hardware.cpuCores)),
         h('td', { class: 'num' }, bytes(t.hardware && t.hardware.physicalMemory)),
-        h('td', { class: 'num' }, t.timeSinceLastHeartbeat === undefined ? '–' : ms(t.timeSinceLastHeartbeat) + ' ago'))),
+        h('td', { class: 'num' }, heartbeat(t.timeSinceLastHeartbeat)))),
       { id: 'tm-table' });
   }
 
@@ -285,7 +299,7 @@
       ['ID', t.id || id],
       ['Address', t.path || '–'],
       ['Data port', t.dataPort === undefined ? '–' : String(t.dataPort)],
-      ['Last heartbeat', t.timeSinceLastHeartbeat === undefined ? '–' : ms(t.timeSinceLastHeartbeat) + ' ago'],
+      ['Last heartbeat', heartbeat(t.timeSinceLastHeartbeat)],
       ['CPU cores', num(t.hardware && t.hardware.cpuCores)],
       ['Physical memory', bytes(t.hardware && t.hardware.physicalMemory)],
     ], { id: 'tm-details' }));
@@ -331,8 +345,9 @@
     for (const src of [t.memoryConfiguration, t.memory, t.metrics]) {
       if (!src || typeof src !== 'object') continue;
       for (const [k, v] of Object.entries(src)) {
-        if (typeof v === 'object' && v !== null) continue;
-        const isBytes = /bytes|memory|heap|Mem|Size|size/.test(k) && !/pages/i.test(k);
+        if ((typeof v === 'object' && v !== null) || !/mem|heap|bytes|pages/i.test(k)) continue;
+        if (k === 'physicalMemory') continue; // shown first
+        const isBytes = !/pages/i.test(k);
         pairs.push([k, typeof v === 'number' && isBytes ? bytes(v) : (typeof v === 'number' ? num(v) : String(v))]);
       }
     }
@@ -377,7 +392,10 @@
       ['Started', time(job['start-time'])],
       ['Ended', job['end-time'] > 0 ? time(job['end-time']) : '–'],
       ['Duration', ms(job.duration)],
-    ], { id: 'job-summary' }));
+      ['Restarts', job.restarts === undefined ? '–' : num(job.restarts)],
+      ['Module', job['module-digest'] ? h('code', null, job['module-digest']) : '–'],
+      job.failure ? ['Failure', h('span', { class: 'section-error' }, job.failure)] : null,
+    ].filter(Boolean), { id: 'job-summary' }));
     out.push(actions(id, base, job.state));
     out.push(h('h2', null, 'Job graph'));
     out.push(dag(job.plan, vertices, bp));
@@ -392,6 +410,13 @@
     return out;
   }
 
+  // reported says whether a vertex's metrics were measured: the REST API
+  // sends zeros with "reported": 0 until a TaskManager's first report, and
+  // those zeros mean "not known yet", not "nothing flowed".
+  function reported(v) {
+    return !!v.metrics && v.metrics.reported !== 0;
+  }
+
   const COUNTERS = [['read-records', 'ri'], ['write-records', 'ro'], ['read-bytes', 'bi'], ['write-bytes', 'bo']];
 
   // sampleRates keeps this refresh's counters and returns, per vertex, the
@@ -404,7 +429,7 @@
     const rates = new Map();
     for (const v of job.vertices || []) {
       const m = v.metrics;
-      if (!m) continue;
+      if (!reported(v)) continue;
       const c = {};
       for (const [k, short] of COUNTERS) c[short] = Number(m[k] || 0);
       cur.v.set(v.id, c);
@@ -436,7 +461,7 @@
   // backpressureOf is a vertex's back-pressure from its route, or from its
   // metrics when the route did not answer; only running vertices have one.
   function backpressureOf(v, running, res) {
-    if (!running) return { level: 'none', ratio: null };
+    if (!running || (v.metrics && !reported(v))) return { level: 'none', ratio: null };
     if (res && res.ok && res.value) {
       const subs = res.value.subtasks || [];
       const ratio = subs.length ? Math.max(...subs.map((x) => Number(x.ratio || 0))) : null;
@@ -545,8 +570,7 @@
 
   function vertexTable(vertices, rates, bp) {
     const metricCell = (v, key, fmt) => {
-      const m = v.metrics;
-      const val = m ? m[key] : undefined;
+      const val = reported(v) ? v.metrics[key] : undefined;
       return h('td', { class: 'num ' + key, dataset: { value: val === undefined ? '' : val } }, val === undefined ? '–' : fmt(val));
     };
     const rateCell = (r, short, cls) => {
@@ -594,6 +618,8 @@
     return table(['Operator', 'Subtask', 'Watermark'], rows, { id: 'watermarks' });
   }
 
+  const HISTORY_ROWS = 15;
+
   function checkpoints(c) {
     const out = [];
     const counts = c.counts || {};
@@ -602,7 +628,9 @@
       card('In progress', counts.in_progress, 'cp-in-progress'),
       card('Failed', counts.failed, 'cp-failed'),
       card('Restored', counts.restored, 'cp-restored')));
-    const hist = c.history || [];
+    const all = c.history || [];
+    // Newest first, as the API sends them; a long-running job has many.
+    const hist = all.slice(0, HISTORY_ROWS);
     if (!hist.length) {
       out.push(h('p', { class: 'muted', id: 'checkpoint-history' }, 'No checkpoints yet.'));
       return out;
@@ -612,25 +640,27 @@
         h('td', { class: 'num' }, String(e.id)),
         h('td', null, badge(e.status)),
         h('td', null, e.is_savepoint ? 'savepoint' : 'checkpoint'),
-        h('td', null, time(e.trigger_timestamp)),
+        h('td', { class: 'nowrap' }, time(e.trigger_timestamp)),
         h('td', { class: 'num' }, ms(e.end_to_end_duration)),
         h('td', { class: 'num' }, bytes(e.checkpointed_size)),
         h('td', { class: 'num' }, bytes(e.state_size)),
         h('td', { class: 'num' }, e.alignment_duration === undefined ? '–' : ms(e.alignment_duration)),
         h('td', { class: 'num' }, num(e.num_acknowledged_subtasks) + ' / ' + num(e.num_subtasks)),
-        h('td', null, h('code', null, e.external_path || '')))),
+        h('td', { class: 'path' }, h('code', null, e.external_path || '')))),
       { id: 'checkpoint-history' }));
+    if (all.length > hist.length) out.push(h('p', { class: 'muted' }, (all.length - hist.length) + ' older checkpoints not shown.'));
     return out;
   }
 
   function exceptions(x) {
     const out = [];
     const entries = (x.exceptionHistory && x.exceptionHistory.entries) || [];
-    if (x['module-digest']) out.push(kv([['Module digest', h('code', { id: 'module-digest' }, x['module-digest'])]]));
     if (!x['root-exception'] && !entries.length) {
       out.push(h('p', { class: 'muted', id: 'exceptions' }, 'No exceptions.'));
       return out;
     }
+    // The module the stack frames are from.
+    if (x['module-digest']) out.push(kv([['Module digest', h('code', { id: 'module-digest' }, x['module-digest'])]]));
     if (x['root-exception']) {
       out.push(h('p', null, 'Root exception', x.timestamp ? ' at ' + time(x.timestamp) : '', ':'));
       out.push(h('pre', { id: 'root-exception' }, x['root-exception']));

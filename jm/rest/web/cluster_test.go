@@ -85,7 +85,7 @@ func TestDashboardOnACluster(t *testing.T) {
 	}
 	slowID, err := cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Parallelism: 2,
 		Args:   []string{"--keys", "4", "--per-key", "100000000", "--rate", "400"},
-		Config: map[string]string{jobconfig.KeyClock: string(jobconfig.ClockWall), jobconfig.KeyCheckpointInterval: "1s"}})
+		Config: map[string]string{jobconfig.KeyClock: string(jobconfig.ClockWall), jobconfig.KeyCheckpointInterval: "3s"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -420,32 +420,41 @@
   const COUNTERS = [['read-records', 'ri'], ['write-records', 'ro'], ['read-bytes', 'bi'], ['write-bytes', 'bo']];
 
   // sampleRates keeps this refresh's counters and returns, per vertex, the
-  // per-second rates since the last refresh (null before a second sample,
-  // or when a counter went down: a restarted attempt counts from zero).
+  // per-second rates between the last two samples that differ in time.
+  // The time of a sample is when the TaskManager measured it ("reported"),
+  // or the server's "now" for an API without it: counters move only when
+  // a report arrives, so dividing by the time between page refreshes would
+  // make the rate jump with how many reports fell between two refreshes.
+  // A rate is null before a second sample, and when a counter went down (a
+  // restarted attempt counts from zero).
   function sampleRates(jid, job) {
-    const now = Number(job.now) || Date.now();
-    const prev = state.samples.get(jid);
-    const cur = { now, v: new Map() };
+    const prev = state.samples.get(jid) || new Map();
+    const shown = state.lastRates.get(jid) || new Map();
+    const next = new Map();
     const rates = new Map();
     for (const v of job.vertices || []) {
-      const m = v.metrics;
       if (!reported(v)) continue;
-      const c = {};
+      const m = v.metrics;
+      const at = Number(m.reported) || Number(job.now) || Date.now();
+      const c = { at };
       for (const [k, short] of COUNTERS) c[short] = Number(m[k] || 0);
-      cur.v.set(v.id, c);
-      const p = prev && prev.v.get(v.id);
-      if (!p || now <= prev.now) continue;
+      const p = prev.get(v.id);
+      if (p && at <= p.at) {
+        // No new report since the last refresh: keep the sample and the rate.
+        next.set(v.id, p);
+        if (shown.has(v.id)) rates.set(v.id, shown.get(v.id));
+        continue;
+      }
+      next.set(v.id, c);
+      if (!p) continue;
       const r = {};
       for (const [, short] of COUNTERS) {
         const d = c[short] - p[short];
-        r[short] = d < 0 ? null : d * 1000 / (now - prev.now);
+        r[short] = d < 0 ? null : d * 1000 / (at - p.at);
       }
       rates.set(v.id, r);
     }
-    // Keep the old sample when the server time did not move (two
-    // refreshes within its clock's step), so the next diff spans both.
-    if (prev && now <= prev.now) return state.lastRates.get(jid) || rates;
-    state.samples.set(jid, cur);
+    state.samples.set(jid, next);
     state.lastRates.set(jid, rates);
     return rates;
   }
@@ -618,7 +627,7 @@
     return table(['Operator', 'Subtask', 'Watermark'], rows, { id: 'watermarks' });
   }
 
-  const HISTORY_ROWS = 15;
+  const HISTORY_ROWS = 10; // Flink's default history size
 
   function checkpoints(c) {
     const out = [];

@@ -184,14 +184,34 @@ func TestDashboardOnACluster(t *testing.T) {
 		t.Fatalf("TaskManagers listed: %v, want 2", tms)
 	}
 	tb.screenshot(shots, "dashboard-taskmanagers")
-	tb.goTo("#/taskmanagers/" + tms[0])
-	if got := tb.text("#tm-slots-total .value"); got != "4" {
-		t.Errorf("TaskManager %s: %q slots, want 4", tms[0], got)
+	// Each TaskManager's page lists the running job's subtasks it holds:
+	// the three of them between the two; a TaskManager holding any has a
+	// slot in use (subtasks of different tasks share a slot, as in Flink).
+	tasksOn := map[string]int{}
+	for _, tm := range tms {
+		tb.goTo("#/taskmanagers/" + tm)
+		if got := tb.text("#tm-slots-total .value"); got != "4" {
+			t.Errorf("TaskManager %s: %q slots, want 4", tm, got)
+		}
+		if got := tb.text("#tm-memory"); !strings.Contains(got, "Physical memory") {
+			t.Errorf("TaskManager %s memory %q", tm, got)
+		}
+		tb.waitJS(10*time.Second, `document.getElementById('tm-log') || document.getElementById('tm-logs-missing') ? '' : 'no log section'`)
+		var n int
+		tb.eval(`document.querySelectorAll('#tm-tasks tr.task-row[data-jid="`+slowID+`"]').length`, &n)
+		tasksOn[tm] = n
+		if used := tb.text("#tm-slots-used .value"); (n > 0) != (used != "0") {
+			t.Errorf("TaskManager %s: %s slots in use, %d subtasks listed", tm, used, n)
+		}
 	}
-	if got := tb.text("#tm-memory"); !strings.Contains(got, "Physical memory") {
-		t.Errorf("TaskManager memory %q", got)
+	if tasksOn[tms[0]]+tasksOn[tms[1]] != 3 {
+		t.Errorf("subtasks listed per TaskManager %v, want 3 in all", tasksOn)
 	}
-	tb.waitJS(10*time.Second, `document.getElementById('tm-log') || document.getElementById('tm-logs-missing') ? '' : 'no log section'`)
+	busiest := tms[0]
+	if tasksOn[tms[1]] > tasksOn[busiest] {
+		busiest = tms[1]
+	}
+	tb.goTo("#/taskmanagers/" + busiest)
 	tb.screenshot(shots, "dashboard-taskmanager")
 
 	// Stop with a savepoint: two clicks, and the job ends FINISHED.

@@ -98,6 +98,15 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		} else {
 			writeJSON(w, 200, []any{})
 		}
+	case "GET /jobs/" + jobID + "/vertices/1", "GET /jobs/" + jobID + "/vertices/2", "GET /jobs/" + jobID + "/vertices/3":
+		// Subtasks 1/0 and 2/1 run on tmID (32 and 16 pages); the rest elsewhere.
+		vid := strings.Split(r.URL.Path, "/")[4]
+		sub := func(i int, tm string, pages int) map[string]any {
+			return map[string]any{"subtask": i, "status": "RUNNING", "attempt": 0, "taskmanager-id": tm,
+				"metrics": map[string]any{"read-records": 7, "write-records": 9, "memory-pages": pages, "reported": 1}}
+		}
+		subs := map[string][]any{"1": {sub(0, tmID, 32)}, "2": {sub(0, "tm-2", 8), sub(1, tmID, 16)}, "3": {sub(0, "tm-2", 8)}}[vid]
+		writeJSON(w, 200, map[string]any{"id": vid, "name": "task " + vid, "parallelism": len(subs), "subtasks": subs})
 	case "POST /jobs/" + jobID + "/savepoints":
 		f.posts = append(f.posts, key)
 		f.savepoint = "IN_PROGRESS"
@@ -122,7 +131,7 @@ func (f *fakeAPI) tm() map[string]any {
 	// Flink's timeSinceLastHeartbeat is the time of the last heartbeat.
 	return map[string]any{"id": tmID, "path": "127.0.0.1:4100", "dataPort": 4101, "timeSinceLastHeartbeat": time.Now().UnixMilli() - 400,
 		"slotsNumber": 4, "freeSlots": 1, "hardware": map[string]any{"cpuCores": 2, "physicalMemory": 8 << 30},
-		"metrics": map[string]any{"slotsTotal": 4, "guest-memory-bytes": 3 << 20, "guest-memory-pages": 48}}
+		"metrics": map[string]any{"slotsTotal": 4, "heapBytes": 5 << 20}}
 }
 
 func (f *fakeAPI) job() map[string]any {
@@ -320,8 +329,13 @@ func TestDashboardAgainstScriptedAPI(t *testing.T) {
 	if got := tb.text("#tm-slots-used .value"); got != "3" {
 		t.Errorf("slots in use %q, want 3", got)
 	}
-	if got := tb.text("#tm-memory"); !strings.Contains(got, "8.0 GiB") || !strings.Contains(got, "3.0 MiB") || !strings.Contains(got, "48") || strings.Contains(got, "slotsTotal") {
-		t.Errorf("memory %q: want 8.0 GiB physical, 3.0 MiB guest memory, 48 pages, and no slot figures", got)
+	if got := tb.text("#tm-memory"); !strings.Contains(got, "8.0 GiB") || !strings.Contains(got, "5.0 MiB") || !strings.Contains(got, "3.0 MiB in 2 instances") || strings.Contains(got, "slotsTotal") {
+		t.Errorf("memory %q: want 8.0 GiB physical, a 5.0 MiB heap, 3.0 MiB of guest memory in 2 instances, and no slot figures", got)
+	}
+	var here []string
+	tb.eval(`[...document.querySelectorAll('#tm-tasks tr.task-row')].map((tr) => tr.dataset.vertexId + '/' + tr.dataset.subtask + ' ' + tr.lastChild.textContent)`, &here)
+	if strings.Join(here, ",") != "1/0 2.0 MiB,2/1 1.0 MiB" {
+		t.Errorf("tasks on the TaskManager %q, want 1/0 2.0 MiB, 2/1 1.0 MiB", here)
 	}
 	if got := tb.text("#tm-details"); !strings.Contains(got, "ago)") {
 		t.Errorf("details %q: want the last heartbeat's time and age", got)

@@ -291,9 +291,10 @@
   // that is missing (404) leaves the details on their own.
   async function taskManagerPage(id) {
     const base = '/taskmanagers/' + encodeURIComponent(id);
-    const [det, logs] = await settle([api(base), api(base + '/logs')]);
+    const [det, logs, tasks] = await settle([api(base), api(base + '/logs'), tasksOn(id)]);
     if (!det.ok) throw det.error;
     const t = det.value;
+    const here = tasks.ok ? tasks.value : [];
     const out = [h('h1', null, 'TaskManager ', h('code', null, t.id || id))];
     out.push(kv([
       ['ID', t.id || id],
@@ -312,9 +313,12 @@
       card('Free', t.freeSlots, 'tm-slots-free'),
       card('In use', total - free, 'tm-slots-used')));
     if (Array.isArray(t.slots) && t.slots.length) out.push(slotTable(t.slots));
+    if (!tasks.ok) out.push(sectionError('tasks', tasks.error));
+    else if (here.length) out.push(taskTable(here));
+    else out.push(h('p', { class: 'muted', id: 'tm-tasks' }, 'No tasks of yours run here.'));
 
     out.push(h('h2', null, 'Memory'));
-    out.push(memorySection(t));
+    out.push(memorySection(t, here));
 
     out.push(h('h2', null, 'Log'));
     if (logs.ok) {
@@ -325,6 +329,45 @@
       out.push(sectionError('log', logs.error));
     }
     return out;
+  }
+
+  // tasksOn finds the subtasks of the tenant's running jobs deployed on
+  // TaskManager tm: what fills its slots, as far as this tenant may see.
+  async function tasksOn(tm) {
+    const jobs = ((await api('/jobs/overview')).jobs || []).filter((j) => !isTerminal(j.state));
+    const out = [];
+    await Promise.all(jobs.map(async (j) => {
+      const base = '/jobs/' + encodeURIComponent(j.jid);
+      const job = await api(base);
+      const vs = await settle((job.vertices || []).map((v) => api(base + '/vertices/' + encodeURIComponent(v.id))));
+      for (const r of vs) {
+        if (!r.ok) continue;
+        for (const st of r.value.subtasks || []) {
+          if (st['taskmanager-id'] === tm) out.push({ job: j, vertex: r.value, st });
+        }
+      }
+    }));
+    out.sort((a, b) => (a.job.jid + a.vertex.id).localeCompare(b.job.jid + b.vertex.id) || a.st.subtask - b.st.subtask);
+    return out;
+  }
+
+  const PAGE_BYTES = 65536; // a Wasm memory page
+
+  function taskTable(tasks) {
+    return table(['Job', 'Task', ['Subtask', 'num'], 'Status', ['Attempt', 'num'], ['Records in', 'num'], ['Records out', 'num'], ['Guest memory', 'num']],
+      tasks.map(({ job, vertex, st }) => {
+        const m = st.metrics || {};
+        const rep = m.reported !== 0;
+        return h('tr', { class: 'task-row', dataset: { jid: job.jid, vertexId: vertex.id, subtask: st.subtask } },
+          h('td', null, link(jobHref(job.jid), job.name || job.jid)),
+          h('td', null, vertex.name),
+          h('td', { class: 'num' }, String(st.subtask)),
+          h('td', null, badge(st.status)),
+          h('td', { class: 'num' }, String(st.attempt ?? '–')),
+          h('td', { class: 'num' }, rep ? num(m['read-records']) : '–'),
+          h('td', { class: 'num' }, rep ? num(m['write-records']) : '–'),
+          h('td', { class: 'num' }, rep && m['memory-pages'] !== undefined ? bytes(m['memory-pages'] * PAGE_BYTES) : '–'));
+      }), { id: 'tm-tasks' });
   }
 
   function slotTable(slots) {
@@ -340,8 +383,13 @@
 
   // memorySection shows what the TaskManager reports about memory: the
   // hardware figure and every memory-ish metric, whatever their names.
-  function memorySection(t) {
+  function memorySection(t, tasks) {
     const pairs = [['Physical memory', bytes(t.hardware && t.hardware.physicalMemory)]];
+    const measured = tasks.filter(({ st }) => st.metrics && st.metrics.reported !== 0 && st.metrics['memory-pages'] !== undefined);
+    if (measured.length) {
+      const pages = measured.reduce((a, { st }) => a + Number(st.metrics['memory-pages']), 0);
+      pairs.push(['Guest memory of your tasks', bytes(pages * PAGE_BYTES) + ' in ' + measured.length + ' instance' + (measured.length === 1 ? '' : 's')]);
+    }
     for (const src of [t.memoryConfiguration, t.memory, t.metrics]) {
       if (!src || typeof src !== 'object') continue;
       for (const [k, v] of Object.entries(src)) {

@@ -345,7 +345,7 @@ func cellValue(tb *tab, vertex, class string) (float64, bool) {
 // checkRecords checks the operator table against the REST figures and,
 // once TaskManagers report them, against the word count's known counts:
 // the source chain reads every line and emits every word; the counting
-// chain reads every word.
+// chain reads every word and emits one count per distinct word.
 func checkRecords(t *testing.T, tb *tab, j restJob, known words) {
 	t.Helper()
 	if !metricsReported(j) {
@@ -368,7 +368,7 @@ func checkRecords(t *testing.T, tb *tab, j restJob, known words) {
 	if src.Metrics["read-records"] != float64(known.lines) || src.Metrics["write-records"] != float64(known.words) {
 		t.Errorf("source chain %s: %v records in, %v out; want %d lines in, %d words out", src.Name, src.Metrics["read-records"], src.Metrics["write-records"], known.lines, known.words)
 	}
-	if count.Metrics["read-records"] != float64(known.words) {
-		t.Errorf("counting chain %s: %v records in, want %d words", count.Name, count.Metrics["read-records"], known.words)
+	if count.Metrics["read-records"] != float64(known.words) || count.Metrics["write-records"] != float64(known.distinct) {
+		t.Errorf("counting chain %s: %v records in, %v out; want %d words in, %d counts out", count.Name, count.Metrics["read-records"], count.Metrics["write-records"], known.words, known.distinct)
 	}
 }

@@ -174,6 +174,8 @@ func TestDashboardOnACluster(t *testing.T) {
 	if savepoints != 1 {
 		t.Errorf("the job has %d savepoints after one click, want 1: %+v", savepoints, cps)
 	}
+	// Its log: the TaskManagers' events of its tasks, each deployment first.
+	tb.waitJS(30*time.Second, `(document.getElementById('job-log') || {}).textContent.includes('task deployed') ? '' : 'job log: ' + (document.getElementById('job-log') || {}).textContent`)
 	tb.screenshot(shots, "dashboard-job-running")
 
 	// TaskManagers, and one TaskManager's page.

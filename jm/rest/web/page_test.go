@@ -107,6 +107,15 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		subs := map[string][]any{"1": {sub(0, tmID, 32)}, "2": {sub(0, "tm-2", 8), sub(1, tmID, 16)}, "3": {sub(0, "tm-2", 8)}}[vid]
 		writeJSON(w, 200, map[string]any{"id": vid, "name": "task " + vid, "parallelism": len(subs), "subtasks": subs})
+	case "GET /jobs/" + jobID + "/logs":
+		if r.URL.Query().Get("limit") == "" {
+			writeJSON(w, 400, map[string]any{"errors": []string{"the page must bound the lines it asks for"}})
+			return
+		}
+		writeJSON(w, 200, map[string]any{"next": "tm:2", "lines": []any{
+			map[string]any{"time": 1700000004000, "level": "INFO", "task": "tokenize", "subtask": 1, "message": "guest says " + hostile, "dropped": 3},
+			map[string]any{"time": 1700000005000, "level": "WARN", "task": "tokenize", "subtask": 1, "message": "slow", "attrs": "ms=12"},
+		}})
 	case "POST /jobs/" + jobID + "/savepoints":
 		f.posts = append(f.posts, key)
 		f.savepoint = "IN_PROGRESS"
@@ -286,6 +295,11 @@ func TestDashboardAgainstScriptedAPI(t *testing.T) {
 	}
 	if got := tb.text("#module-digest"); got != "sha256:abc123" {
 		t.Errorf("module digest %q", got)
+	}
+
+	// The job's log: oldest first, the guest's text as text.
+	if got := tb.text("#job-log"); !strings.Contains(got, "tokenize#1  (3 older lines dropped) guest says "+hostile) || !strings.Contains(got, "WARN   tokenize#1  slow  ms=12") {
+		t.Errorf("job log %q", got)
 	}
 
 	// Nothing the server sent became markup or ran.

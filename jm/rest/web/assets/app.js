@@ -291,7 +291,7 @@
   // that is missing (404) leaves the details on their own.
   async function taskManagerPage(id) {
     const base = '/taskmanagers/' + encodeURIComponent(id);
-    const [det, logs, tasks] = await settle([api(base), api(base + '/logs'), tasksOn(id)]);
+    const [det, logs, tasks] = await settle([api(base), api(base + '/logs?limit=' + LOG_LINES), tasksOn(id)]);
     if (!det.ok) throw det.error;
     const t = det.value;
     const here = tasks.ok ? tasks.value : [];
@@ -322,7 +322,7 @@
 
     out.push(h('h2', null, 'Log'));
     if (logs.ok) {
-      out.push(logSection(logs.value));
+      out.push(logSection(logs.value, 'tm-log'));
     } else if (logs.error.status === 404) {
       out.push(h('p', { class: 'muted', id: 'tm-logs-missing' }, 'No log for this TaskManager here (the logs route answered 404); its details are above.'));
     } else {
@@ -402,17 +402,23 @@
     return kv(pairs, { id: 'tm-memory' });
   }
 
-  function logSection(v) {
-    if (typeof v === 'string') return h('pre', { id: 'tm-log' }, v || '(empty)');
-    const lines = v.lines || v.logs || [];
-    if (!Array.isArray(lines) || lines.length === 0) return h('p', { class: 'muted', id: 'tm-log' }, 'No log lines yet.');
-    if (typeof lines[0] !== 'object') return h('pre', { id: 'tm-log' }, lines.join('\n'));
-    if (lines[0].message === undefined && lines[0].name !== undefined) {
-      return table(['Log file', ['Size', 'num']], lines.map((l) => h('tr', null, h('td', null, l.name), h('td', { class: 'num' }, bytes(l.size)))), { id: 'tm-log' });
-    }
-    return h('pre', { id: 'tm-log' }, lines.map((l) =>
-      [time(l.time), l.level || '', l.task ? l.task + (l.subtask !== undefined ? '#' + l.subtask : '') : '', l.message]
-        .filter((x) => x !== '').join('  ')).join('\n'));
+  // LOG_LINES is how many of the newest lines a log section asks for.
+  const LOG_LINES = 200;
+
+  // logSection shows the answer of a logs route ({"lines": [...]}), oldest
+  // line first, one line of text each.
+  function logSection(v, id) {
+    if (typeof v === 'string') return h('pre', { id, class: 'log' }, v || '(empty)');
+    const lines = (v && (v.lines || v.logs)) || [];
+    if (!Array.isArray(lines) || lines.length === 0) return h('p', { class: 'muted', id }, 'No log lines yet.');
+    if (typeof lines[0] !== 'object') return h('pre', { id, class: 'log' }, lines.join('\n'));
+    const text = lines.map((l) => {
+      const task = l.task ? l.task + (l.subtask !== undefined ? '#' + l.subtask : '') : '';
+      const dropped = l.dropped ? '(' + l.dropped + ' older lines dropped) ' : '';
+      return [time(l.time), (l.level || '').padEnd(5), task, dropped + (l.message || ''), l.attrs || '']
+        .filter((x) => x !== '').join('  ');
+    });
+    return h('pre', { id, class: 'log', dataset: { lines: lines.length } }, text.join('\n'));
   }
 
   // ---- the job page --------------------------------------------------------
@@ -423,8 +429,8 @@
     const vertices = job.vertices || [];
     const running = job.state === 'RUNNING';
     const perVertex = (suffix) => settle(vertices.map((v) => api(base + '/vertices/' + encodeURIComponent(v.id) + suffix)));
-    const [[cps, exc], bps, wms] = await Promise.all([
-      settle([api(base + '/checkpoints'), api(base + '/exceptions')]),
+    const [[cps, exc, logs], bps, wms] = await Promise.all([
+      settle([api(base + '/checkpoints'), api(base + '/exceptions'), api(base + '/logs?limit=' + LOG_LINES)]),
       running ? perVertex('/backpressure') : Promise.resolve([]),
       perVertex('/watermarks'),
       pollTrigger(id, base),
@@ -455,6 +461,10 @@
     out.push(cps.ok ? checkpoints(cps.value) : sectionError('checkpoints', cps.error));
     out.push(h('h2', null, 'Exceptions'));
     out.push(exc.ok ? exceptions(exc.value) : sectionError('exceptions', exc.error));
+    out.push(h('h2', null, 'Logs'));
+    if (logs.ok) out.push(logSection(logs.value, 'job-log'));
+    else if (logs.error.status === 404) out.push(h('p', { class: 'muted', id: 'job-log' }, 'This JobManager serves no task logs (the logs route answered 404).'));
+    else out.push(sectionError('logs', logs.error));
     return out;
   }
 

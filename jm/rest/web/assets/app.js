@@ -13,10 +13,10 @@
     timer: 0,
     seq: 0, // render generation: a late answer for an old route is dropped
     version: '',
-    // Per job: the last sample of each vertex's counters and the server
-    // time it was taken at, so rates are diffs between refreshes.
+    // Per job: the last sample of each vertex's counters and when its
+    // TaskManager measured them, so rates are diffs between reports.
     samples: new Map(),
-    lastRates: new Map(), // per job: the rates shown, kept while the server clock stands still
+    lastRates: new Map(), // per job: the rates shown, kept until a newer report
     // Per job: the last savepoint or stop trigger {kind, rid, status, location, cause}.
     triggers: new Map(),
     confirm: '', // the action awaiting its second click ("cancel", "stop")

@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/jm/metrics"
 	"github.com/sluicehq/sluice/jm/resourcemanager"
 	"github.com/sluicehq/sluice/jm/rest"
+	"github.com/sluicehq/sluice/jm/rest/web"
 	"github.com/sluicehq/sluice/jm/rpc"
 	"github.com/sluicehq/sluice/wasmhost"
 )
@@ -243,8 +244,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			Dispatcher:      d,
 			Authenticate:    cfg.Auth.ClientToken, // the Kitex endpoints' check: one path
 			ModuleSizeLimit: cfg.ModuleSizeLimit,
-			// The dashboard's assets (package jm/rest/web) mount here, as
-			// Web: web.Handler().
+			// The dashboard (package jm/rest/web) under /web/; GET / redirects there.
+			Web:    web.Handler(),
 			Logger: cfg.Logger.With("component", "rest"),
 		}); err != nil {
 			srv.Close()

@@ -7,10 +7,12 @@ import (
 	"os/exec"
 	"strings"
 
+	"github.com/sluicehq/sluice/internal/browser"
 	"github.com/sluicehq/sluice/internal/guestbuild"
 )
 
-// A guestToolchain is what one language's guest tests need. The test
+// A guestToolchain is what one language's guest tests need (or, for the
+// browser, what the dashboard tests need: see tests). The test
 // command makes sure of it before `go test`, installing Debian's packages
 // with apt-get when it may (root, apt-get on PATH), and when it works sets
 // requireEnv for the tests, so a broken toolchain fails them instead of
@@ -19,6 +21,7 @@ import (
 // still does not work.
 type guestToolchain struct {
 	lang       string                      // in messages: "C", "Rust", ...
+	tests      string                      // in messages: whose tests; empty means "<lang> guest"
 	packages   string                      // the Debian packages that provide it
 	requireEnv string                      // set to 1 for go test once it works
 	works      func(context.Context) error // nil when guests can be built
@@ -28,6 +31,8 @@ type guestToolchain struct {
 
 // guestToolchains are the languages whose guests the tests build.
 var guestToolchains = []guestToolchain{
+	// The dashboard's browser tests drive Debian's headless Chromium.
+	{lang: "Chromium", tests: "dashboard browser", packages: browser.DebianPackages, requireEnv: browser.RequireEnv, works: browser.Works},
 	{lang: "C", packages: guestbuild.CDebianPackages, requireEnv: guestbuild.RequireCEnv, works: guestbuild.CToolchain},
 	{lang: "Rust", packages: guestbuild.RustDebianPackages, requireEnv: guestbuild.RequireRustEnv, works: guestbuild.RustToolchain},
 	// The compiler itself comes from npm (the SDK's lock file, installed
@@ -43,11 +48,19 @@ var guestToolchains = []guestToolchain{
 	{lang: "wasm-opt", packages: guestbuild.WasmOptDebianPackages, requireEnv: guestbuild.RequireWasmOptEnv, works: guestbuild.WasmOptToolchain},
 }
 
+// testsName names the tests the toolchain serves, in messages.
+func (g guestToolchain) testsName() string {
+	if g.tests != "" {
+		return g.tests
+	}
+	return g.lang + " guest"
+}
+
 // ensure makes sure the toolchain works and reports whether it does.
 func (g guestToolchain) ensure(ctx context.Context, root string) (bool, error) {
 	err := g.works(ctx)
 	if err == nil {
-		fmt.Fprintf(os.Stderr, "check: %s guests build; the %s guest tests will run\n", g.lang, g.lang)
+		fmt.Fprintf(os.Stderr, "check: %s works; the %s tests will run\n", g.lang, g.testsName())
 		return true, nil
 	}
 	if ctx.Err() != nil {
@@ -57,8 +70,8 @@ func (g guestToolchain) ensure(ctx context.Context, root string) (bool, error) {
 	_, aptErr := exec.LookPath("apt-get")
 	if os.Geteuid() != 0 || aptErr != nil || (g.aptHelps != nil && !g.aptHelps()) {
 		fmt.Fprintf(os.Stderr, "check: WARNING: %v\n", err)
-		fmt.Fprintf(os.Stderr, "check: WARNING: the %s guest tests will be skipped; to run them, install the packages as root: apt-get %s\n",
-			g.lang, strings.Join(install, " "))
+		fmt.Fprintf(os.Stderr, "check: WARNING: the %s tests will be skipped; to run them, install the packages as root: apt-get %s\n",
+			g.testsName(), strings.Join(install, " "))
 		return false, nil
 	}
 	fmt.Fprintf(os.Stderr, "check: %v\n", err)
@@ -66,9 +79,9 @@ func (g guestToolchain) ensure(ctx context.Context, root string) (bool, error) {
 		return false, err
 	}
 	if err := g.works(ctx); err != nil {
-		return false, fmt.Errorf("%s guests still cannot be built after apt-get install: %w", g.lang, err)
+		return false, fmt.Errorf("%s still does not work after apt-get install: %w", g.lang, err)
 	}
-	fmt.Fprintf(os.Stderr, "check: installed the %s toolchain; the %s guest tests will run\n", g.lang, g.lang)
+	fmt.Fprintf(os.Stderr, "check: installed %s; the %s tests will run\n", g.lang, g.testsName())
 	return true, nil
 }
 

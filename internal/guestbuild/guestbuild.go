@@ -377,19 +377,29 @@ func goCmd(ctx context.Context, dir string, args ...string) ([]byte, error) {
 	return stdout.Bytes(), nil
 }
 
-// clangCmd runs clang in dir and returns its standard output. Its error
-// wraps [exec.ErrNotFound] when clang is not on PATH and holds clang's
-// standard error when it ran and failed.
+// clangCmd runs clang in dir and returns its standard output; see toolCmd.
 func clangCmd(ctx context.Context, dir string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, "clang", args...)
+	return toolCmd(ctx, dir, "clang", args...)
+}
+
+// toolCmd runs a build tool in dir and returns its standard output. Its
+// error wraps [exec.ErrNotFound] when the tool is not on PATH and holds the
+// first ten lines of its standard error when it ran and failed (wasm-opt's
+// validation failure prints the whole module).
+func toolCmd(ctx context.Context, dir, name string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		if msg := strings.TrimSpace(stderr.String()); msg != "" {
-			return nil, fmt.Errorf("clang: %w\n%s", err, msg)
+		msg := strings.TrimSpace(stderr.String())
+		if lines := strings.SplitN(msg, "\n", 11); len(lines) > 10 {
+			msg = strings.Join(lines[:10], "\n") + "\n..."
 		}
-		return nil, fmt.Errorf("clang: %w", err)
+		if msg != "" {
+			return nil, fmt.Errorf("%s: %w\n%s", name, err, msg)
+		}
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return stdout.Bytes(), nil
 }

@@ -131,25 +131,9 @@ func runWasmOpt(ctx context.Context, level, in, out string) error {
 	return err
 }
 
-// wasmOptCmd runs wasm-opt and returns its standard output. Its error wraps
-// [exec.ErrNotFound] when wasm-opt is not on PATH and holds the first lines
-// of its standard error when it ran and failed (a validation failure prints
-// the whole module).
+// wasmOptCmd runs wasm-opt and returns its standard output; see toolCmd.
 func wasmOptCmd(ctx context.Context, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, "wasm-opt", args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if lines := strings.SplitN(msg, "\n", 11); len(lines) > 10 {
-			msg = strings.Join(lines[:10], "\n") + "\n..."
-		}
-		if msg != "" {
-			return nil, fmt.Errorf("wasm-opt: %w\n%s", err, msg)
-		}
-		return nil, fmt.Errorf("wasm-opt: %w", err)
-	}
-	return stdout.Bytes(), nil
+	return toolCmd(ctx, "", "wasm-opt", args...)
 }
 
 // wasmOptError turns a failed wasm-opt run into an error that says what to

@@ -1,16 +1,12 @@
 package metrics
 
 import (
-	"sort"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/control"
+	"github.com/sluicehq/sluice/internal/promtest"
 	"github.com/sluicehq/sluice/jm/jobmaster"
 	"github.com/sluicehq/sluice/jm/jobmaster/checkpointing"
 	"github.com/sluicehq/sluice/jm/resourcemanager"
@@ -25,35 +21,6 @@ type fakeJob struct {
 func (f fakeJob) Details() jobmaster.Details             { return f.d }
 func (f fakeJob) Checkpoints() []checkpoint.Stats        { return f.cps }
 func (f fakeJob) CheckpointCounts() checkpointing.Counts { return f.counts }
-
-func gather(t *testing.T, c prometheus.Collector) map[string]float64 {
-	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			var ls []string
-			for _, l := range m.GetLabel() {
-				ls = append(ls, l.GetName()+"="+l.GetValue())
-			}
-			sort.Strings(ls)
-			out[mf.GetName()+"{"+strings.Join(ls, ",")+"}"] = value(m)
-		}
-	}
-	return out
-}
-
-func value(m *dto.Metric) float64 {
-	if m.Counter != nil {
-		return m.GetCounter().GetValue()
-	}
-	return m.GetGauge().GetValue()
-}
 
 func TestCollectorExportsJobsCheckpointsAndSlots(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
@@ -81,7 +48,7 @@ func TestCollectorExportsJobsCheckpointsAndSlots(t *testing.T) {
 		},
 		Now: func() time.Time { return now },
 	})
-	got := gather(t, c)
+	got := promtest.Gather(t, c)
 	j1 := "job_id=j1,job_name=wc,tenant=acme"
 	want := map[string]float64{
 		"sluice_job_uptime_seconds{" + j1 + "}":               90,

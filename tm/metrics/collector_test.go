@@ -2,14 +2,11 @@ package metrics
 
 import (
 	"reflect"
-	"sort"
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/sluicehq/sluice/internal/control"
+	"github.com/sluicehq/sluice/internal/promtest"
 	"github.com/sluicehq/sluice/tm/executor"
 )
 
@@ -22,39 +19,6 @@ type fakeSource struct {
 func (f fakeSource) TaskStats() []executor.TaskStat                   { return f.stats }
 func (f fakeSource) GuestFailures() map[string]executor.GuestFailures { return f.failures }
 func (f fakeSource) SlotReport() []control.SlotStatus                 { return f.slots }
-
-// gather scrapes c and returns each series as "name{k=v,...}" -> value.
-func gather(t *testing.T, c prometheus.Collector) map[string]float64 {
-	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			var ls []string
-			for _, l := range m.GetLabel() {
-				ls = append(ls, l.GetName()+"="+l.GetValue())
-			}
-			sort.Strings(ls)
-			out[mf.GetName()+"{"+strings.Join(ls, ",")+"}"] = value(m)
-		}
-	}
-	return out
-}
-
-func value(m *dto.Metric) float64 {
-	switch {
-	case m.Counter != nil:
-		return m.GetCounter().GetValue()
-	case m.Gauge != nil:
-		return m.GetGauge().GetValue()
-	}
-	return -1
-}
 
 func TestCollectorExportsTasksFailuresAndSlots(t *testing.T) {
 	src := fakeSource{
@@ -73,7 +37,7 @@ func TestCollectorExportsTasksFailuresAndSlots(t *testing.T) {
 		failures: map[string]executor.GuestFailures{"acme": {Traps: 2, Deadlines: 1}},
 		slots:    []control.SlotStatus{{Index: 0, AllocationID: "a"}, {Index: 1}, {Index: 2}},
 	}
-	got := gather(t, NewCollector("tm1", src))
+	got := promtest.Gather(t, NewCollector("tm1", src))
 	src1 := "job_id=j1,job_name=wc,subtask=0,task=lines -> split,tenant=acme,tm=tm1"
 	cnt1 := "job_id=j1,job_name=wc,subtask=1,task=count -> out,tenant=acme,tm=tm1"
 	op := func(labels, op string) string {

@@ -46,6 +46,10 @@ func watchHog(demotions *atomic.Int64) *hogWatch {
 	return h
 }
 
+// cpuTime is the CPU time the watched call's thread has used (for the
+// call deadline).
+func (h *hogWatch) cpuTime() (time.Duration, bool) { return threadprio.CPUTime(h.tid) }
+
 // end restores the thread. A thread whose priority cannot be raised again
 // (raising needs privilege) stays locked to this goroutine, so no other
 // goroutine ever runs on it; it ends with the goroutine.

@@ -407,9 +407,9 @@ func (in *Instance) call(ctx context.Context, name string, fn api.Function, stac
 	in.failMsg = ""
 	in.logs.resetCall(in.planning)
 	in.stats.calls.Add(1)
-	in.deadline.begin(in.lim.CallTimeout)
-	stopWatching := context.AfterFunc(ctx, in.deadline.cancel)
 	hog := watchHog(&in.stats.demoted)
+	in.deadline.begin(in.lim.CallTimeout, hog.cpuTime)
+	stopWatching := context.AfterFunc(ctx, in.deadline.cancel)
 	outer := in.calling
 	in.calling = name
 	err := fn.CallWithStack(context.WithValue(ctx, instKey{}, in), stack)

@@ -3,6 +3,7 @@ package threadprio
 import (
 	"runtime"
 	"sync"
+	"time"
 )
 
 // procsMu serializes the read-modify-write of GOMAXPROCS by every caller in
@@ -18,6 +19,11 @@ func addProcs(delta int) {
 // Self returns the calling thread's id, for Lower and Raise; the caller
 // must have locked its goroutine to the thread.
 func Self() int { return threadID() }
+
+// CPUTime returns the CPU time thread tid of this process has used, from
+// any goroutine; false where the system cannot tell (then callers fall back
+// to wall time).
+func CPUTime(tid int) (time.Duration, bool) { return cpuTime(tid) }
 
 // Lower sets thread tid to the weakest priority and lends a P. It may be
 // called from another goroutine than the thread's.

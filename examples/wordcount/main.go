@@ -34,7 +34,7 @@ func plan(env *guest.Env) {
 	lines := typed.TextLines(env, "lines", inputs...)
 	words := typed.FlatMap(lines, "tokenize", typed.String(), tokenizer())
 	byWord := typed.KeyByValue(words, "word")
-	counts := typed.Fold(byWord, "count", typed.Int64(), func(n int64, _ string) int64 { return n + 1 }, guest.EmitFinal())
+	counts := typed.Count(byWord, "count", guest.EmitFinal())
 	typed.Format(counts, "format", func(line []byte, c typed.KV[string, int64]) []byte {
 		return strconv.AppendInt(append(append(line, c.Key...), '\t'), c.Value, 10)
 	}).Collect("out")

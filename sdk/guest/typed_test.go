@@ -456,3 +456,152 @@ func TestTypedDecodeFailureFailsTheTask(t *testing.T) {
 
 // none is a source the tests feed by hand: its task is never polled.
 func none[T any](*guest.Context, int, *typed.Emitter[T]) bool { return true }
+
+// TestTypedCountAndSum: Count and Sum keep a key's total in Int64's
+// encoding in keyed state, across a barrier and a restore, and emit after
+// every update or, with EmitFinal, once per key at the end of input. Sum
+// reads elements of Int64 inline and of another int64 codec (Varint)
+// through it.
+func TestTypedCountAndSum(t *testing.T) {
+	plan := func(env *guest.Env) {
+		words := typed.Source(env, "words", typed.String(), none[string])
+		byWord := typed.KeyByValue(words, "word")
+		typed.Count(byWord, "every", guest.EmitFinal()).
+			Sink("every-out", func(ctx *guest.Context, kv typed.KV[string, int64]) { guest.Count("final:"+kv.Key, kv.Value) })
+		typed.Count(byWord, "updates").
+			Sink("updates-out", func(ctx *guest.Context, kv typed.KV[string, int64]) {
+				guest.Count("update:"+kv.Key+":"+strconv.FormatInt(kv.Value, 10), 1)
+			})
+		for _, c := range []typed.Codec[int64]{typed.Int64(), typed.Varint()} {
+			name := fmt.Sprintf("%T", c)
+			ns := typed.Source(env, "n-"+name, c, none[int64])
+			byParity := typed.KeyBy(ns, "parity-"+name, typed.String(), func(n int64) string { return map[bool]string{true: "even", false: "odd"}[n%2 == 0] })
+			typed.Sum(byParity, "sum-"+name, guest.EmitFinal()).
+				Sink("sum-out-"+name, func(ctx *guest.Context, kv typed.KV[string, int64]) { guest.Count(name+":"+kv.Key, kv.Value) })
+		}
+	}
+	h := host(t, plan)
+	if _, err := h.Plan(); err != nil {
+		t.Fatal(err)
+	}
+	word := func(ws ...string) []guest.Record {
+		recs := lines(ws...)
+		for i := range recs {
+			recs[i].Key, recs[i].HasKey = recs[i].Value, true
+		}
+		return recs
+	}
+	// Vertices: words 1, word 2, every 3, every-out 4, updates 5,
+	// updates-out 6, then per codec: source, parity, sum, sum-out (7–10,
+	// 11–14).
+	for _, chain := range [][]int{{3, 4}, {5, 6}} {
+		must(t, h.Open(chain...))
+		must(t, h.Process(word("to", "be", "to")...))
+		must(t, h.Barrier(1))
+		must(t, h.Open(chain...)) // a restart from the checkpoint
+		must(t, h.Process(word("to")...))
+		must(t, h.EndInput())
+	}
+	// As of barrier 1: the SDK writes its cached counts to keyed state at
+	// barriers.
+	if v := h.KeyedState()["3//to"]; string(v) != string(guest.Int64(2)) {
+		t.Errorf("keyed state of \"to\" = %v, want guest.Int64(2)", v)
+	}
+	nums := func(c typed.Codec[int64], ns ...int64) []guest.Record {
+		recs := make([]guest.Record, len(ns))
+		for i, n := range ns {
+			recs[i].Value = c.Append(nil, n)
+			recs[i].Key = []byte(map[bool]string{true: "even", false: "odd"}[n%2 == 0])
+			recs[i].HasKey = true
+		}
+		return recs
+	}
+	for i, c := range []typed.Codec[int64]{typed.Int64(), typed.Varint()} {
+		chain := []int{9 + 4*i, 10 + 4*i}
+		must(t, h.Open(chain...))
+		must(t, h.Process(nums(c, 1, 2, -7, 10)...))
+		must(t, h.Barrier(1))
+		must(t, h.Open(chain...))
+		must(t, h.Process(nums(c, 4, 3)...))
+		must(t, h.EndInput())
+	}
+	got := h.Counters()
+	want := map[string]int64{
+		"final:to": 3, "final:be": 1,
+		"update:to:1": 1, "update:to:2": 1, "update:to:3": 1, "update:be:1": 1,
+	}
+	for _, c := range []typed.Codec[int64]{typed.Int64(), typed.Varint()} {
+		name := fmt.Sprintf("%T", c)
+		want[name+":even"], want[name+":odd"] = 2+10+4, 1-7+3
+	}
+	for name, n := range want {
+		if got[name] != n {
+			t.Errorf("counter %s = %d, want %d (all: %v)", name, got[name], n, got)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("counters %v, want %v", got, want)
+	}
+}
+
+// TestTypedEmitPaths: an Emitter passes strings and byte slices on as
+// their bytes, keeps the input's timestamp when it has one (the path that
+// encodes), encodes other types and KV, and copies what EmitText is given.
+func TestTypedEmitPaths(t *testing.T) {
+	h := host(t, func(env *guest.Env) {
+		lines := typed.TextLines(env, "lines", "in.txt")
+		var buf []byte
+		typed.FlatMap(lines, "strings", typed.String(), func(l string, out *typed.Emitter[string]) {
+			out.Emit(l)
+			buf = append(buf[:0], strings.ToUpper(l)...)
+			typed.EmitText(out, buf)
+			buf[0] = '!' // after EmitText returned: the SDK has copied it
+		}).Collect("s")
+		typed.FlatMap(lines, "bytes", typed.Bytes(), func(l string, out *typed.Emitter[[]byte]) {
+			out.Emit([]byte(l + "!"))
+		}).Collect("b")
+		typed.FlatMap(lines, "ints", typed.Int64(), func(l string, out *typed.Emitter[int64]) {
+			out.Emit(int64(len(l)))
+		}).Collect("i")
+		typed.FlatMap(lines, "kvs", typed.KeyValue(typed.String(), typed.Int64()), func(l string, out *typed.Emitter[typed.KV[string, int64]]) {
+			out.Emit(typed.KV[string, int64]{Key: l, Value: int64(len(l))})
+		}).Collect("kv")
+	})
+	if _, err := h.Plan(); err != nil {
+		t.Fatal(err)
+	}
+	in := []guest.Record{{Value: []byte("ab")}, {Value: []byte("xyz"), Time: 42, HasTime: true}}
+	type rec struct {
+		key     string
+		hasKey  bool
+		value   string
+		time    int64
+		hasTime bool
+	}
+	run := func(chain ...int) []rec {
+		must(t, h.Open(chain...))
+		must(t, h.Process(in...))
+		var out []rec
+		for _, r := range h.Take() {
+			out = append(out, rec{string(r.Key), r.HasKey, string(r.Value), r.Time, r.HasTime})
+		}
+		return out
+	}
+	i64 := func(n int64) string { return string(guest.Int64(n)) }
+	// Vertices: lines 1, then each FlatMap (2, 4, 6, 8) and its collect
+	// sink, a host connector.
+	for _, c := range []struct {
+		name  string
+		chain []int
+		want  []rec
+	}{
+		{"strings", []int{2}, []rec{{value: "ab"}, {value: "AB"}, {value: "xyz", time: 42, hasTime: true}, {value: "XYZ", time: 42, hasTime: true}}},
+		{"bytes", []int{4}, []rec{{value: "ab!"}, {value: "xyz!", time: 42, hasTime: true}}},
+		{"ints", []int{6}, []rec{{value: i64(2)}, {value: i64(3), time: 42, hasTime: true}}},
+		{"kvs", []int{8}, []rec{{key: "ab", hasKey: true, value: i64(2)}, {key: "xyz", hasKey: true, value: i64(3), time: 42, hasTime: true}}},
+	} {
+		if got := run(c.chain...); !slices.Equal(got, c.want) {
+			t.Errorf("%s: records %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}

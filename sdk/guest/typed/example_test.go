@@ -19,11 +19,45 @@ func Example() {
 				out.Emit(strings.ToLower(w))
 			}
 		})
-		counts := typed.Fold(typed.KeyByValue(words, "word"), "count", typed.Int64(),
-			func(n int64, _ string) int64 { return n + 1 }, guest.EmitFinal())
+		counts := typed.Count(typed.KeyByValue(words, "word"), "count", guest.EmitFinal())
 		typed.Map(counts, "format", typed.String(), func(c typed.KV[string, int64]) string {
 			return c.Key + "\t" + strconv.FormatInt(c.Value, 10)
 		}).Collect("out")
+	})
+}
+
+// Count is Flink's .keyBy(...).sum(1) over (word, 1): no function of yours
+// per element. The same with Fold, for a count of something else:
+//
+//	typed.Fold(byWord, "count", typed.Int64(), func(n int64, _ string) int64 { return n + 1 })
+func ExampleCount() {
+	guest.Job(func(env *guest.Env) {
+		lines := typed.TextLines(env, "lines", env.Args()...)
+		words := typed.FlatMap(lines, "tokenize", typed.String(), func(line string, out *typed.Emitter[string]) {
+			for _, w := range strings.Fields(line) {
+				out.Emit(w)
+			}
+		})
+		counts := typed.Count(typed.KeyByValue(words, "word"), "count", guest.EmitFinal())
+		typed.Format(counts, "format", func(line []byte, c typed.KV[string, int64]) []byte {
+			return strconv.AppendInt(append(append(line, c.Key...), '\t'), c.Value, 10)
+		}).Collect("out") // "word<TAB>count" lines
+	})
+}
+
+func ExampleSum() {
+	guest.Job(func(env *guest.Env) {
+		numbers := typed.Generate(env, "numbers", typed.Int64(), 100, func(i int64) int64 { return i + 1 })
+		byParity := typed.KeyBy(numbers, "parity", typed.String(), func(n int64) string {
+			if n%2 == 0 {
+				return "even"
+			}
+			return "odd"
+		})
+		sums := typed.Sum(byParity, "sum", guest.EmitFinal())
+		typed.Format(sums, "format", func(line []byte, s typed.KV[string, int64]) []byte {
+			return strconv.AppendInt(append(append(line, s.Key...), ' '), s.Value, 10)
+		}).Collect("out") // "even 2550" and "odd 2500"
 	})
 }
 

@@ -156,6 +156,9 @@ func (v *vcodec[T]) encodeAcc(acc []byte, buf *[]byte, x T) []byte {
 type form[T any] struct {
 	v  vcodec[T]
 	kv kvOps[T]
+	// countKV: T is KV[string, int64] with String and Int64 as its codecs
+	// (a Count's or Sum's output), which fast decodes inline.
+	countKV bool
 }
 
 // kvOps is the form of a stream of KV.
@@ -177,10 +180,20 @@ func formOf[T any](c Codec[T]) *form[T] {
 
 func (f *form[T]) keyed() bool { return f.kv != nil }
 
-// fast is decode's inline case: a value form of strings or bytes.
+// fast is decode's inline case: a value form of strings or bytes, or a
+// countKV form.
 func (f *form[T]) fast(r *guest.Record) (x T, ok bool) {
 	if f.kv == nil {
 		return f.v.fromBytes(r.Value)
+	}
+	if f.countKV && r.HasKey && len(r.Value) == 8 {
+		// T is KV[string, int64] (checked at plan time by the codecs'
+		// types): the cast is an identity.
+		kv := KV[string, int64]{
+			Key:   unsafe.String(unsafe.SliceData(r.Key), len(r.Key)),
+			Value: int64(binary.LittleEndian.Uint64(r.Value)),
+		}
+		return *(*T)(unsafe.Pointer(&kv)), true
 	}
 	return x, false
 }
@@ -222,7 +235,12 @@ type kvForm[K, V any] struct {
 }
 
 func newKVForm[K, V any](k Codec[K], v Codec[V]) *form[KV[K, V]] {
-	return &form[KV[K, V]]{v: newVcodec[KV[K, V]](kvCodec[K, V]{k, v}), kv: &kvForm[K, V]{newVcodec(k), newVcodec(v)}}
+	kf := &kvForm[K, V]{newVcodec(k), newVcodec(v)}
+	return &form[KV[K, V]]{
+		v:       newVcodec[KV[K, V]](kvCodec[K, V]{k, v}),
+		kv:      kf,
+		countKV: kf.k.k == kindString && kf.v.k == kindInt64,
+	}
 }
 
 func (f *kvForm[K, V]) decode(r guest.Record) (e KV[K, V], err error) {
@@ -606,6 +624,44 @@ func Fold[K, T, A any](ks *KeyedStream[K, T], name string, acc Codec[A], fn func
 		return ac.encodeAcc(accB, &buf, a)
 	}, opts...)
 	return &Stream[KV[K, A]]{env: ks.env, s: s, f: out}
+}
+
+// Count counts each key's elements, as Flink's `.keyBy(...).sum(1)` over
+// (word, 1) pairs does: it emits KV{key, count} after every update, or once
+// per key at the end of input with guest.EmitFinal(). It is
+//
+//	typed.Fold(ks, name, typed.Int64(), func(n int64, _ T) int64 { return n + 1 }, opts...)
+//
+// without a function to call per element, so it costs what the byte-level
+// count does (guest.PutInt64 over the cached count), and keeps the same
+// state: a key's count as 8 little-endian bytes, Int64's encoding.
+func Count[K, T any](ks *KeyedStream[K, T], name string, opts ...guest.ReduceOption) *Stream[KV[K, int64]] {
+	s := ks.s.Reduce(name, countOne, opts...)
+	return &Stream[KV[K, int64]]{env: ks.env, s: s, f: newKVForm(ks.key, Int64())}
+}
+
+// countOne is Count's byte-level reduce function: a plain function, not a
+// closure, as the byte-level word count's is.
+func countOne(acc []byte, _ guest.Record) []byte {
+	return guest.PutInt64(acc, guest.AsInt64(acc)+1)
+}
+
+// Sum adds up each key's elements, as Flink's sum does: a key's sum starts
+// at 0 and each element v makes it sum+v (wrapping around on overflow, as
+// Go's int64 does). It emits KV{key, sum} after every update, or once per
+// key at the end of input with guest.EmitFinal(). The sum is kept and
+// emitted in Int64's encoding whatever the elements' codec; elements in
+// Int64's encoding are read inline, without a function call per element.
+func Sum[K any](ks *KeyedStream[K, int64], name string, opts ...guest.ReduceOption) *Stream[KV[K, int64]] {
+	in := ks.f.v // a value form: KeyBy refuses streams of KV
+	s := ks.s.Reduce(name, func(acc []byte, r guest.Record) []byte {
+		v, ok := in.fromInt64(r.Value)
+		if !ok {
+			v = in.must(r.Value, name)
+		}
+		return guest.PutInt64(acc, guest.AsInt64(acc)+v)
+	}, opts...)
+	return &Stream[KV[K, int64]]{env: ks.env, s: s, f: newKVForm(ks.key, Int64())}
 }
 
 // AggregateFunction is Flink's AggregateFunction for a keyed stream: it

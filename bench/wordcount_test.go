@@ -335,3 +335,30 @@ func TestNativeWordCountMatchesCoreutils(t *testing.T) {
 		t.Fatal(fmt.Sprint("native word count differs from coreutils:\n", d))
 	}
 }
+
+// BenchmarkWordCountRustCombineP2 is BenchmarkWordCountRustP2 with the
+// Rust job's combiner on (--combine: the SDK's KeyedStream::combine folds
+// the words of each call in the key_by, so one record per distinct word of
+// a call crosses the exchange).
+func BenchmarkWordCountRustCombineP2(b *testing.B) {
+	benchWordCountSized(b, localtest.RustGuest(b, "examples/wordcount-rs"), inputSize, "--combine")
+}
+
+// BenchmarkWordCountRustCombineP2Large is BenchmarkWordCountRustCombineP2
+// over a 32 MiB input.
+func BenchmarkWordCountRustCombineP2Large(b *testing.B) {
+	benchWordCountSized(b, localtest.RustGuest(b, "examples/wordcount-rs"), largeInputSize, "--combine")
+}
+
+// BenchmarkWordCountASCombineP2 is BenchmarkWordCountASP2 with the
+// AssemblyScript job's combiner on (--combine: the SDK's
+// KeyedStream.combine, as in BenchmarkWordCountRustCombineP2).
+func BenchmarkWordCountASCombineP2(b *testing.B) {
+	benchWordCountSized(b, localtest.ASGuest(b, "examples/wordcount-as"), inputSize, "--combine")
+}
+
+// BenchmarkWordCountASCombineP2Large is BenchmarkWordCountASCombineP2 over a
+// 32 MiB input.
+func BenchmarkWordCountASCombineP2Large(b *testing.B) {
+	benchWordCountSized(b, localtest.ASGuest(b, "examples/wordcount-as"), largeInputSize, "--combine")
+}

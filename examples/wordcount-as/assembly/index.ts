@@ -2,7 +2,10 @@
 // AssemblyScript with the Sluice SDK (sdk/assemblyscript). Words are maximal
 // runs of ASCII letters, lower-cased; the result is one "word<TAB>count"
 // record per distinct word. Pass the input with `-- --input PATH`
-// (repeatable; a glob pattern is fine).
+// (repeatable; a glob pattern is fine). With --combine the keyBy is a
+// per-call combiner (KeyedStream.combine in the SDK): it passes on one
+// {word, count} per distinct word of each call, and the count adds counts;
+// the results are the same.
 
 import { job, Env, Record, Collector, Accumulator, Bytes, Emit } from "sluice";
 
@@ -12,9 +15,12 @@ export * from "sluice/abi";
 function plan(env: Env): void {
   const args = env.args();
   const inputs = new Array<string>();
+  let combine = false;
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
-    if (a == "--input" || a == "-input") {
+    if (a == "--combine" || a == "-combine") {
+      combine = true;
+    } else if (a == "--input" || a == "-input") {
       if (i + 1 == args.length) {
         env.fail("--input needs a value: pass -- --input PATH");
         return;
@@ -23,7 +29,7 @@ function plan(env: Env): void {
     } else if (a.startsWith("--input=") || a.startsWith("-input=")) {
       inputs.push(a.substring(a.indexOf("=") + 1));
     } else {
-      env.fail("unknown argument " + a + ": wordcount-as takes --input PATH (repeatable)");
+      env.fail("unknown argument " + a + ": wordcount-as takes --input PATH (repeatable) and --combine");
       return;
     }
   }
@@ -32,10 +38,13 @@ function plan(env: Env): void {
     return;
   }
   env.setName("wordcount");
-  env.textSource("lines", inputs)
+  const words = env.textSource("lines", inputs)
     .flatMap("tokenize", tokenize)
-    .keyBy("word", wordKey)
-    .reduce("count", countWord, Emit.Final)
+    .keyBy("word", wordKey);
+  // With --combine the keyBy counts each call's words itself and passes on
+  // one {word, count} per distinct word; the count then adds counts.
+  if (combine) words.combine(countWord);
+  words.reduce("count", combine ? addCounts : countWord, Emit.Final)
     .map("format", format)
     .collect("out");
 }
@@ -91,6 +100,12 @@ function wordKey(r: Record): Bytes {
 // countWord adds one to the word's count.
 function countWord(acc: Accumulator, r: Record): void {
   acc.setI64(acc.getI64() + 1);
+}
+
+// addCounts adds a combined record's count (8 bytes, little-endian) to the
+// word's.
+function addCounts(acc: Accumulator, r: Record): void {
+  acc.setI64(acc.getI64() + r.value.toI64());
 }
 
 // format turns {word, count} into "word<TAB>count", in a buffer it reuses.

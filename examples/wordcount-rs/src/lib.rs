@@ -1,7 +1,10 @@
 //! The word count of `examples/wordcount`, written with the Rust SDK: words
 //! are maximal runs of ASCII letters, lower-cased, and the result is one
 //! `word<TAB>count` record per distinct word. Pass the input with
-//! `-- --input PATH` (repeatable; a glob pattern is fine).
+//! `-- --input PATH` (repeatable; a glob pattern is fine). With `--combine`
+//! the key_by is a per-call combiner ([`sluice::KeyedStream::combine`]): it
+//! passes on one `{word, count}` per distinct word of each call, and the
+//! count adds counts; the results are the same.
 //!
 //! The graph, with its vertex ids:
 //!
@@ -16,25 +19,33 @@ use std::io::Write;
 use sluice::{Collector, Emit, Env, Record};
 
 fn plan(env: &Env) -> Result<(), Box<dyn Error>> {
-    let inputs = parse_args(env.args())?;
+    let (inputs, combine) = parse_args(env.args())?;
     env.set_name("wordcount");
-    env.text_source("lines", &inputs)
-        .flat_map("tokenize", tokenizer())
-        .key_by("word", |r, _| r.value)
-        .reduce("count", count, Emit::Final)
-        .map("format", format)
-        .collect("out");
+    let mut words = env.text_source("lines", &inputs).flat_map("tokenize", tokenizer()).key_by("word", |r, _| r.value);
+    // With --combine the key_by counts each call's words itself and passes
+    // on one {word, count} per distinct word; the count then adds counts.
+    let reduce: fn(&mut Vec<u8>, Record<'_>) = if combine {
+        words = words.combine(count);
+        add_counts
+    } else {
+        count
+    };
+    words.reduce("count", reduce, Emit::Final).map("format", format).collect("out");
     Ok(())
 }
 
 sluice::job!(plan);
 
-/// The arguments: `--input PATH` or `--input=PATH`, repeated.
-fn parse_args(args: &[String]) -> Result<Vec<String>, String> {
+/// The arguments: `--input PATH` or `--input=PATH`, repeated, and
+/// `--combine`; it returns the inputs and whether to combine.
+fn parse_args(args: &[String]) -> Result<(Vec<String>, bool), String> {
     let mut inputs = Vec::new();
+    let mut combine = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
-        if a == "--input" || a == "-input" {
+        if a == "--combine" || a == "-combine" {
+            combine = true;
+        } else if a == "--input" || a == "-input" {
             match it.next() {
                 Some(v) => inputs.push(v.clone()),
                 None => return Err("--input needs a value: pass -- --input PATH".into()),
@@ -42,13 +53,13 @@ fn parse_args(args: &[String]) -> Result<Vec<String>, String> {
         } else if let Some(v) = a.strip_prefix("--input=").or_else(|| a.strip_prefix("-input=")) {
             inputs.push(v.to_string());
         } else {
-            return Err(format!("unknown argument {}: wordcount-rs takes --input PATH (repeatable)", a));
+            return Err(format!("unknown argument {}: wordcount-rs takes --input PATH (repeatable) and --combine", a));
         }
     }
     if inputs.is_empty() {
         return Err("no input: pass -- --input PATH".into());
     }
-    Ok(inputs)
+    Ok((inputs, combine))
 }
 
 /// Maps each ASCII letter to its lower case and every other byte to 0: one
@@ -107,6 +118,11 @@ fn count(acc: &mut Vec<u8>, _: Record<'_>) {
     sluice::put_i64(acc, sluice::as_i64(acc) + 1)
 }
 
+/// Adds a combined record's count (8 bytes, little-endian) to the word's.
+fn add_counts(acc: &mut Vec<u8>, r: Record<'_>) {
+    sluice::put_i64(acc, sluice::as_i64(acc) + sluice::as_i64(r.value))
+}
+
 /// Turns `{word, count}` into `word<TAB>count`.
 fn format<'r>(r: Record<'r>, buf: &'r mut Vec<u8>) -> Record<'r> {
     buf.extend_from_slice(r.key_or_empty());
@@ -122,7 +138,8 @@ mod tests {
     #[test]
     fn args() {
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        assert_eq!(parse_args(&s(&["--input", "a", "--input=b", "-input=c"])).unwrap(), s(&["a", "b", "c"]));
+        assert_eq!(parse_args(&s(&["--input", "a", "--input=b", "-input=c"])).unwrap(), (s(&["a", "b", "c"]), false));
+        assert_eq!(parse_args(&s(&["--combine", "--input", "a"])).unwrap(), (s(&["a"]), true));
         assert!(parse_args(&[]).unwrap_err().contains("no input"));
         assert!(parse_args(&s(&["--input"])).unwrap_err().contains("--input needs a value"));
         assert!(parse_args(&s(&["--out"])).unwrap_err().contains("unknown argument --out"));

@@ -70,6 +70,7 @@ export class Op {
   flatMapFn: FlatMapFunc | null = null;
   filterFn: FilterFunc | null = null;
   keyFn: KeyFunc | null = null;
+  combineFn: ReduceFunc | null = null;
   reduceFn: ReduceFunc | null = null;
   processFn: ProcessFunc | null = null;
   timerFn: TimerFunc | null = null;
@@ -324,6 +325,30 @@ export class KeyedStream {
   /** The key_by's parallelism; by default its input's, so it chains to it. */
   setParallelism(n: i32): KeyedStream {
     this.s.setParallelism(n);
+    return this;
+  }
+
+  /**
+   * Makes the keyBy a per-call combiner (Hadoop's combiner): during each
+   * call of its task it folds the records of each key with fn into an
+   * accumulator (unset for the key's first record of the call) and, at the
+   * end of the call, passes on one {key, accumulator} record per key seen,
+   * with no time, instead of every record. The graph is the same.
+   *
+   * The keyed operator downstream then gets partial accumulators, not the
+   * original records: its function must merge them (a word count's
+   * combiner adds one per word, its reduce adds the values). That is exact
+   * when merging partial accumulators in any order and grouping gives the
+   * same result as folding every record, as sums, counts, minima and
+   * maxima do.
+   *
+   * Nothing is held between calls: barriers arrive between calls, so a
+   * checkpoint never finds records in the combiner, and checkpoints,
+   * savepoints and rescaling are unaffected. Within a call the combiner
+   * passes its accumulators on early when it holds 65,536 keys.
+   */
+  combine(fn: ReduceFunc): KeyedStream {
+    this.s.op.combineFn = fn;
     return this;
   }
 

@@ -7,7 +7,7 @@ import { Buf, Bytes } from "./bytes";
 import { Record } from "./record";
 import { TaskInfo, parseTaskInfo } from "./json";
 import {
-  Env, Op, declare,
+  Env, Op, ReduceFunc, declare,
   KIND_FILTER, KIND_FLAT_MAP, KIND_KEY_BY, KIND_MAP, KIND_PROCESS, KIND_REDUCE, KIND_SINK, KIND_SOURCE,
 } from "./plan";
 import { AccTable } from "./acctable";
@@ -160,7 +160,7 @@ export class Collector {
     this.emitter = next instanceof Emitter ? changetype<Emitter>(next) : null;
     if (next instanceof KeyByStage) {
       const kb = changetype<KeyByStage>(next);
-      if (kb.emitter != null) this.keyBy = kb;
+      if (kb.emitter != null && kb.comb == null) this.keyBy = kb;
     }
   }
 
@@ -243,15 +243,44 @@ class FlatMapStage extends Stage {
   }
 }
 
+// A combining keyBy passes its accumulators on early, within a call, when it
+// holds this many keys: it bounds the table's memory.
+const COMBINE_KEYS: i32 = 65536;
+
 export class KeyByStage extends Stage {
   emitter: Emitter | null;
   private rec: Record = new Record();
-  constructor(public fn: (r: Record) => Bytes, public next: Stage) {
+  // The combiner (KeyedStream.combine): the accumulators of the keys seen
+  // since the last flush, or null.
+  comb: AccTable | null = null;
+  private combAcc: Accumulator | null = null;
+  private combFn: ReduceFunc | null = null;
+  constructor(public fn: (r: Record) => Bytes, public next: Stage, combineFn: ReduceFunc | null) {
     super();
     this.emitter = next instanceof Emitter ? changetype<Emitter>(next) : null;
+    if (combineFn != null) {
+      const c = new AccTable();
+      this.comb = c;
+      this.combAcc = new Accumulator(c);
+      this.combFn = combineFn;
+    }
   }
   push(r: Record): void {
     const k = this.fn(r);
+    const c = this.comb;
+    if (c != null) {
+      const kp = k.ptr, kn = <u32>k.length;
+      let i = c.find(kp, kn);
+      if (i < 0) i = c.insert(kp, kn);
+      const acc = changetype<Accumulator>(this.combAcc);
+      acc.i = i;
+      const o = this.rec.assign(r);
+      o.key.set(kp, kn);
+      o.hasKey = true;
+      changetype<ReduceFunc>(this.combFn)(acc, o);
+      if (c.count >= COMBINE_KEYS) this.flush();
+      return;
+    }
     const em = this.emitter;
     if (em != null && !r.hasTime) {
       em.pushKeyValue(k.ptr, k.length, r.value.ptr, r.value.length);
@@ -262,6 +291,20 @@ export class KeyByStage extends Stage {
     o.key.set(k.ptr, k.length);
     o.hasKey = true;
     this.next.push(o);
+  }
+  /** Passes the combiner's accumulators on, one {key, accumulator} per key, and forgets them. */
+  flush(): void {
+    const c = this.comb;
+    if (c == null || c.count == 0) return;
+    const o = this.rec;
+    o.hasKey = true;
+    o.hasTime = false;
+    for (let i = 0; i < c.count && !failed(); i++) {
+      c.keyView(i, o.key);
+      c.acc(i, o.value);
+      this.next.push(o);
+    }
+    c.reset();
   }
   endInput(): void {
     this.next.endInput();
@@ -681,6 +724,18 @@ export class Task {
 
   constructor(public info: TaskInfo) {}
 
+  /**
+   * The end of a call that may have pushed records: combiners pass their
+   * accumulators on, in chain order (one may feed another), so nothing is
+   * held between calls.
+   */
+  endCall(): void {
+    for (let i = 0; i < this.stages.length && !failed(); i++) {
+      const s = this.stages[i];
+      if (s instanceof KeyByStage) changetype<KeyByStage>(s).flush();
+    }
+  }
+
   /** name's UTF-8 bytes, encoded once. */
   nameBytes(name: string): ArrayBuffer {
     if (this.names.has(name)) return this.names.get(name);
@@ -736,7 +791,7 @@ function newTask(info: TaskInfo): Task | null {
     if (k == KIND_MAP) s = new MapStage(changetype<(r: Record) => Record>(o.mapFn), next);
     else if (k == KIND_FILTER) s = new FilterStage(changetype<(r: Record) => bool>(o.filterFn), next);
     else if (k == KIND_FLAT_MAP) s = new FlatMapStage(changetype<(r: Record, out: Collector) => void>(o.flatMapFn), next);
-    else if (k == KIND_KEY_BY) s = new KeyByStage(changetype<(r: Record) => Bytes>(o.keyFn), next);
+    else if (k == KIND_KEY_BY) s = new KeyByStage(changetype<(r: Record) => Bytes>(o.keyFn), next, o.combineFn);
     else if (k == KIND_REDUCE) {
       s = new ReduceStage(o, t, next);
       t.ctxs[i] = changetype<ReduceStage>(s).ctx;
@@ -837,6 +892,8 @@ function inRegion(p: usize, n: u32): bool {
 // finish ends an export: the failure's reason goes to the host and the
 // status is ERROR, or the output and counters go to the host and it is st.
 function finish(st: i32): i32 {
+  const cur = current;
+  if (cur != null && failure.length == 0) cur.endCall();
   if (failure.length > 0) {
     const b = String.UTF8.encode(failure);
     host.fail(changetype<usize>(b), b.byteLength);

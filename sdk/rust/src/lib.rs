@@ -238,6 +238,21 @@ mod tests {
         );
     }
 
+    /// A combiner lives inside the key_by's task: the host sees the same graph.
+    #[test]
+    fn combine_keeps_the_graph() {
+        let json = |combine: bool| {
+            let env = Env::new(vec![]);
+            let mut k = env.text_source("lines", &["in"]).key_by("k", |r, _| r.value);
+            if combine {
+                k = k.combine(|acc, _| put_i64(acc, as_i64(acc) + 1));
+            }
+            k.reduce("n", |_a, _r| {}, Emit::Final).collect("out");
+            Env::graph_json(&mut env.into_graph().unwrap())
+        };
+        assert_eq!(json(true), json(false));
+    }
+
     #[test]
     fn plan_errors() {
         for (f, want) in [

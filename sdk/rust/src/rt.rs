@@ -86,6 +86,7 @@ fn guard(emits: bool, body: impl FnOnce() -> Result<i32, String>) -> i32 {
     if emits {
         TASK.with(|t| {
             if let Some(t) = t.borrow_mut().as_mut() {
+                t.end_call();
                 t.out.flush()
             }
         });

@@ -2,12 +2,14 @@
 //! operators see, and the output batch.
 
 use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::{Deref, DerefMut};
 use std::rc::Rc;
 
 use crate::batch::{BatchWriter, Record};
 use crate::host;
-use crate::plan::{FilterFn, FlatMapFn, Func, Hooks, KeyFn, MapFn, ProcessFn, SinkFn, SourceFn, TimerFn};
+use crate::plan::{FilterFn, FlatMapFn, Func, Hooks, KeyFn, MapFn, ProcessFn, ReduceFn, SinkFn, SourceFn, TimerFn};
 use crate::reduce::Reduce;
 
 /// How much output is buffered before a batch is emitted in the middle of a
@@ -239,7 +241,7 @@ pub(crate) enum Kind {
     Map(MapFn, Vec<u8>),
     FlatMap(FlatMapFn),
     Filter(FilterFn),
-    KeyBy(KeyFn, Vec<u8>),
+    KeyBy(KeyFn, Vec<u8>, Option<Box<Combiner>>),
     Reduce(Box<Reduce>),
     Process(ProcessFn, Option<TimerFn>),
     Sink(SinkFn),
@@ -272,10 +274,18 @@ pub(crate) fn push(nodes: &mut [Node], r: Record<'_>, out: &mut Emitter) {
                 push(rest, r, out)
             }
         }
-        Kind::KeyBy(f, buf) => {
+        Kind::KeyBy(f, buf, comb) => {
             buf.clear();
             let k = f(r, buf);
-            push(rest, r.with_key(k), out)
+            match comb {
+                None => push(rest, r.with_key(k), out),
+                Some(c) => {
+                    c.add(k, r.with_key(k));
+                    if c.index.len() >= COMBINE_KEYS {
+                        c.flush(rest, out)
+                    }
+                }
+            }
         }
         Kind::Reduce(s) => s.push(r, rest, out),
         Kind::Process(f, _) => match r.key {
@@ -289,6 +299,71 @@ pub(crate) fn push(nodes: &mut [Node], r: Record<'_>, out: &mut Emitter) {
         Kind::Sink(f) => f(&mut n.ctx, r),
         // A source heads its chain: nothing pushes into it.
         Kind::Source(_) => {}
+    }
+}
+
+/// How many keys a combiner holds before it passes its accumulators on
+/// within a call, which bounds its memory.
+const COMBINE_KEYS: usize = 65536;
+
+/// FNV-1a: the combiner hashes short keys in guest memory, where SipHash's
+/// protection against chosen keys buys nothing (a task's input is its job's).
+#[derive(Default)]
+pub(crate) struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
+        for b in bytes {
+            h = (h ^ *b as u64).wrapping_mul(0x100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+/// A key_by's per-call combiner ([`crate::KeyedStream::combine`]): the
+/// accumulators of the keys seen since the last flush.
+pub(crate) struct Combiner {
+    f: ReduceFn,
+    /// Key to index into `accs`.
+    index: HashMap<Vec<u8>, usize, BuildHasherDefault<Fnv>>,
+    /// Accumulators; the first `index.len()` are live, the rest keep their
+    /// memory for the next call.
+    accs: Vec<Vec<u8>>,
+}
+
+impl Combiner {
+    fn new(f: ReduceFn) -> Self {
+        Combiner { f, index: HashMap::default(), accs: Vec::new() }
+    }
+
+    /// Folds `r` into `k`'s accumulator.
+    fn add(&mut self, k: &[u8], r: Record<'_>) {
+        let i = match self.index.get(k) {
+            Some(&i) => i,
+            None => {
+                let i = self.index.len();
+                self.index.insert(k.to_vec(), i);
+                match self.accs.get_mut(i) {
+                    Some(a) => a.clear(),
+                    None => self.accs.push(Vec::new()),
+                }
+                i
+            }
+        };
+        (self.f)(&mut self.accs[i], r)
+    }
+
+    /// Passes one `{key, accumulator}` per key on and forgets them.
+    fn flush(&mut self, rest: &mut [Node], out: &mut Emitter) {
+        let Combiner { index, accs, .. } = self;
+        for (k, i) in index.drain() {
+            push(rest, Record::new(&accs[i]).with_key(&k), out)
+        }
     }
 }
 
@@ -327,7 +402,7 @@ impl Task {
                 Func::Map(f) => Kind::Map(f, Vec::new()),
                 Func::FlatMap(f) => Kind::FlatMap(f),
                 Func::Filter(f) => Kind::Filter(f),
-                Func::KeyBy(f) => Kind::KeyBy(f, Vec::new()),
+                Func::KeyBy(f, c) => Kind::KeyBy(f, Vec::new(), c.map(|f| Box::new(Combiner::new(f)))),
                 Func::Reduce(f, emit) => Kind::Reduce(Box::new(Reduce::new(o.id, f, emit))),
                 Func::Process(f, t) => Kind::Process(f, t),
                 Func::Sink(f) if last => Kind::Sink(f),
@@ -369,6 +444,18 @@ impl Task {
         match &mut head.kind {
             Kind::Source(f) => Ok(f(&mut head.ctx, max, &mut Collector { rest, out: &mut self.out })),
             _ => Err(format!("source poll: the chain's head {:?} is not a source", head.ctx.name())),
+        }
+    }
+
+    /// The end of a call that may have pushed records: combiners pass their
+    /// accumulators on, in chain order (one may feed another), so nothing
+    /// is held between calls.
+    pub(crate) fn end_call(&mut self) {
+        for i in 0..self.nodes.len() {
+            let (n, rest) = self.nodes[i..].split_first_mut().expect("i is in range");
+            if let Kind::KeyBy(_, _, Some(c)) = &mut n.kind {
+                c.flush(rest, &mut self.out);
+            }
         }
     }
 

@@ -28,6 +28,7 @@ struct AcknowledgeCheckpointRequest {
     4: optional common.StateHandle state,
     5: optional SourcePosition source,
     6: list<common.SinkPart> sink_parts,
+    7: optional i64 alignment_ns,
 }
 
 struct DeclineCheckpointRequest {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Trigger starts checkpoint ID at a source task.
@@ -128,6 +129,10 @@ type Ack struct {
 	// of this checkpoint: a part of an aborted checkpoint is committed by
 	// the next one that completes).
 	SinkParts []SinkPart
+	// Alignment is how long the task waited for the barrier on all its
+	// inputs (Flink's alignment duration); zero for a source or a task
+	// with one input channel.
+	Alignment time.Duration
 }
 
 // Decline is a task's refusal of checkpoint ID, e.g. because its state

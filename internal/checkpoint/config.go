@@ -32,4 +32,7 @@ type Stats struct {
 	// how many of them have acknowledged it; both zero when unknown (a
 	// checkpoint listed from the blob store alone).
 	Subtasks, Acknowledged int
+	// Alignment is the longest barrier alignment of the tasks that
+	// acknowledged.
+	Alignment time.Duration
 }

@@ -297,6 +297,10 @@ func AckToWire(f control.FencingToken, a checkpoint.Ack) *jobmaster.AcknowledgeC
 		State:        stateToWire(a.State),
 		SinkParts:    partsToWire(a.SinkParts),
 	}
+	if a.Alignment > 0 {
+		ns := a.Alignment.Nanoseconds()
+		w.AlignmentNs = &ns
+	}
 	if p := a.Source; p != nil {
 		w.Source = &jobmaster.SourcePosition{Finished: p.Finished}
 		if c := p.Current; c != nil {
@@ -313,6 +317,7 @@ func AckFromWire(w *jobmaster.AcknowledgeCheckpointRequest) checkpoint.Ack {
 		CheckpointID: w.GetCheckpointId(),
 		State:        stateFromWire(w.State),
 		SinkParts:    partsFromWire(w.GetSinkParts()),
+		Alignment:    time.Duration(w.GetAlignmentNs()),
 	}
 	if p := w.Source; p != nil {
 		a.Source = &checkpoint.SourcePosition{Finished: p.Finished}

@@ -164,6 +164,7 @@ func TestReportsRoundTrip(t *testing.T) {
 		ExecutionID: "e", CheckpointID: 5, State: &checkpoint.StateHandle{Key: "k", Size: 1, KeyGroupStart: 2, KeyGroupEnd: 3},
 		Source:    &checkpoint.SourcePosition{Finished: []string{"in/a@9"}, Current: &sp},
 		SinkParts: []checkpoint.SinkPart{{Pending: "p", Final: "f"}},
+		Alignment: 7 * time.Millisecond,
 	}
 	aw := AckToWire(f, a)
 	if got := AckFromWire(aw); !reflect.DeepEqual(got, a) || FencingFromWire(aw.Fencing) != f {

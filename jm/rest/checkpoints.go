@@ -18,15 +18,18 @@ type checkpointBody struct {
 	TriggerTimestamp int64  `json:"trigger_timestamp"`
 	// LatestAck is when the checkpoint completed or aborted; -1 while in
 	// progress (the JobManager keeps no time per acknowledgement).
-	LatestAck        int64  `json:"latest_ack_timestamp"`
-	EndToEnd         int64  `json:"end_to_end_duration"`
-	CheckpointedSize int64  `json:"checkpointed_size"`
-	StateSize        int64  `json:"state_size"`
-	NumSubtasks      int    `json:"num_subtasks"`
-	NumAcknowledged  int    `json:"num_acknowledged_subtasks"`
-	ExternalPath     string `json:"external_path"`
-	FailureMessage   string `json:"failure_message,omitempty"`
-	Retained         bool   `json:"retained"`
+	LatestAck        int64 `json:"latest_ack_timestamp"`
+	EndToEnd         int64 `json:"end_to_end_duration"`
+	CheckpointedSize int64 `json:"checkpointed_size"`
+	StateSize        int64 `json:"state_size"`
+	NumSubtasks      int   `json:"num_subtasks"`
+	NumAcknowledged  int   `json:"num_acknowledged_subtasks"`
+	// AlignmentMs is the longest barrier alignment of the acknowledged
+	// tasks, in ms.
+	AlignmentMs    int64  `json:"alignment_duration"`
+	ExternalPath   string `json:"external_path"`
+	FailureMessage string `json:"failure_message,omitempty"`
+	Retained       bool   `json:"retained"`
 }
 
 // flinkStatus is Flink's name of a checkpoint status.
@@ -42,7 +45,7 @@ func (s *Server) checkpointOf(c checkpoint.Stats) checkpointBody {
 		ID: c.ID, Status: flinkStatus(c.Status), IsSavepoint: c.Savepoint, SavepointID: c.SavepointID,
 		CheckpointType: "CHECKPOINT", TriggerTimestamp: ms(c.Triggered), LatestAck: -1,
 		EndToEnd: c.Duration.Milliseconds(), CheckpointedSize: c.Size, StateSize: c.Size,
-		NumSubtasks: c.Subtasks, NumAcknowledged: c.Acknowledged,
+		NumSubtasks: c.Subtasks, NumAcknowledged: c.Acknowledged, AlignmentMs: c.Alignment.Milliseconds(),
 		ExternalPath: c.Location, FailureMessage: c.Reason, Retained: c.Retained,
 	}
 	if c.Savepoint {

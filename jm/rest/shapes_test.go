@@ -161,6 +161,9 @@ func TestShapesOfCheckpointsAndFailures(t *testing.T) {
 		latest["latest_ack_timestamp"].(float64) < latest["trigger_timestamp"].(float64) {
 		t.Errorf("latest completed checkpoint: %v", latest)
 	}
+	if a, ok := latest["alignment_duration"].(float64); !ok || a < 0 {
+		t.Errorf("latest completed checkpoint: %v", latest)
+	}
 	cid := fmt.Sprint(latest["id"])
 	if d := api.must(200, "GET", "/jobs/"+id+"/checkpoints/details/"+cid, nil).obj(); fmt.Sprint(d["id"]) != cid || d["status"] != "COMPLETED" {
 		t.Errorf("details of checkpoint %s: %v", cid, d)

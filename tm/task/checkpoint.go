@@ -56,7 +56,8 @@ type uploadJob struct {
 	kgStart  int
 	kgEnd    int
 	source   *checkpoint.SourcePosition
-	sinkUpto int // file-sink parts below this seq belong to the checkpoint
+	sinkUpto int           // file-sink parts below this seq belong to the checkpoint
+	aligned  time.Duration // the barrier alignment, for a task with inputs
 }
 
 type uploader struct {
@@ -141,7 +142,7 @@ func (u *uploader) handle(j *uploadJob) {
 		}
 		return
 	}
-	ack := checkpoint.Ack{ExecutionID: t.spec.ExecutionID, CheckpointID: j.id, Source: j.source}
+	ack := checkpoint.Ack{ExecutionID: t.spec.ExecutionID, CheckpointID: j.id, Source: j.source, Alignment: j.aligned}
 	if j.state != nil {
 		// Encoding here, not at the barrier, keeps the task processing.
 		u.buf = j.state.AppendTo(u.buf[:0]) // one buffer for every checkpoint
@@ -206,8 +207,8 @@ func (t *task) declineLater(ctx context.Context, id int64, reason string) error 
 // downstream; the encoding, the upload and the answer follow in the
 // background. pos is a
 // text source's position (already flushed to the guest).
-func (t *task) takeCheckpoint(ctx context.Context, id int64, pos *checkpoint.SourcePosition) error {
-	j := &uploadJob{id: id, source: pos}
+func (t *task) takeCheckpoint(ctx context.Context, id int64, pos *checkpoint.SourcePosition, aligned time.Duration) error {
+	j := &uploadJob{id: id, source: pos, aligned: aligned}
 	if t.inst != nil {
 		if err := t.inst.Barrier(ctx, id); err != nil {
 			return err
@@ -292,7 +293,7 @@ func (t *task) onControl(ctx context.Context, m controlMsg, src *source) error {
 	if src.position != nil {
 		pos = src.position()
 	}
-	if err := t.takeCheckpoint(ctx, tr.ID, pos); err != nil {
+	if err := t.takeCheckpoint(ctx, tr.ID, pos, 0); err != nil {
 		return err
 	}
 	if tr.Stop {
@@ -391,8 +392,9 @@ func (t *task) abandonAlignment() {
 
 func (t *task) completeAlignment(ctx context.Context) error {
 	id := t.alignID
-	t.met.aligned(time.Since(t.alignStart))
-	if err := t.takeCheckpoint(ctx, id, nil); err != nil {
+	aligned := time.Since(t.alignStart)
+	t.met.aligned(aligned)
+	if err := t.takeCheckpoint(ctx, id, nil, aligned); err != nil {
 		return err
 	}
 	t.endAlignment()

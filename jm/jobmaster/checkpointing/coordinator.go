@@ -142,6 +142,9 @@ func (p *pending) stats(status, reason string, end time.Time, size int64) checkp
 		Triggered: p.triggered, Size: size, Reason: reason, Location: p.location(),
 		Subtasks: len(p.waiting) + len(p.acks), Acknowledged: len(p.acks),
 	}
+	for _, a := range p.acks {
+		s.Alignment = max(s.Alignment, a.Alignment)
+	}
 	if !end.IsZero() {
 		s.Duration = end.Sub(p.triggered)
 	}

@@ -51,6 +51,9 @@ func ack(id int64, exec string) Acked {
 		State: &checkpoint.StateHandle{Key: dir(id) + exec + ".state", Size: 10, KeyGroupEnd: 127}}}
 }
 
+// aligned is a with the task's barrier alignment.
+func aligned(a Acked, d time.Duration) Acked { a.Ack.Alignment = d; return a }
+
 func acks(id int64) []Event { return []Event{ack(id, "src"), ack(id, "k0"), ack(id, "k1")} }
 
 // step is one event, seen with the view the test keeps (changed by at and
@@ -243,15 +246,15 @@ func TestPeriodicCheckpoint(t *testing.T) {
 	}{{
 		name: "acks complete it, the metadata is written only after the last",
 		steps: steps(startTick(), tickStep(1),
-			step{ev: ack(1, "k0")}, step{ev: ack(1, "src")},
+			step{ev: aligned(ack(1, "k0"), 3*time.Millisecond)}, step{ev: ack(1, "src")},
 			step{ev: ack(1, "k0")}, // repeated: nothing
 			step{ev: Written{ID: 1}},
-			step{ev: ack(1, "k1"), want: []string{"write 1 cp1/"}},
+			step{ev: aligned(ack(1, "k1"), 7*time.Millisecond), want: []string{"write 1 cp1/"}},
 			step{ev: Tick{}, want: []string{"tick a0 +10ms"}}, // one at a time
 			completed(1),
 			tickStep(2)),
 		check: func(t *testing.T, c *Coordinator) {
-			if s := stat(t, c, 1); s.Status != checkpoint.StatusCompleted || s.Location != dir(1) || s.Size != 30 {
+			if s := stat(t, c, 1); s.Status != checkpoint.StatusCompleted || s.Location != dir(1) || s.Size != 30 || s.Alignment != 7*time.Millisecond {
 				t.Fatalf("stats %+v", s)
 			}
 			if s := stat(t, c, 2); s.Status != checkpoint.StatusInProgress {

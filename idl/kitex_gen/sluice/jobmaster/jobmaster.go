@@ -181,6 +181,7 @@ type AcknowledgeCheckpointRequest struct {
 	State        *common.StateHandle  `thrift:"state,4,optional" frugal:"4,optional,common.StateHandle" json:"state,omitempty"`
 	Source       *SourcePosition      `thrift:"source,5,optional" frugal:"5,optional,SourcePosition" json:"source,omitempty"`
 	SinkParts    []*common.SinkPart   `thrift:"sink_parts,6" frugal:"6,default,list<common.SinkPart>" json:"sink_parts"`
+	AlignmentNs  *int64               `thrift:"alignment_ns,7,optional" frugal:"7,optional,i64" json:"alignment_ns,omitempty"`
 }
 
 func NewAcknowledgeCheckpointRequest() *AcknowledgeCheckpointRequest {
@@ -228,6 +229,15 @@ func (p *AcknowledgeCheckpointRequest) GetSource() (v *SourcePosition) {
 func (p *AcknowledgeCheckpointRequest) GetSinkParts() (v []*common.SinkPart) {
 	return p.SinkParts
 }
+
+var AcknowledgeCheckpointRequest_AlignmentNs_DEFAULT int64
+
+func (p *AcknowledgeCheckpointRequest) GetAlignmentNs() (v int64) {
+	if !p.IsSetAlignmentNs() {
+		return AcknowledgeCheckpointRequest_AlignmentNs_DEFAULT
+	}
+	return *p.AlignmentNs
+}
 func (p *AcknowledgeCheckpointRequest) SetFencing(val *common.FencingToken) {
 	p.Fencing = val
 }
@@ -246,6 +256,9 @@ func (p *AcknowledgeCheckpointRequest) SetSource(val *SourcePosition) {
 func (p *AcknowledgeCheckpointRequest) SetSinkParts(val []*common.SinkPart) {
 	p.SinkParts = val
 }
+func (p *AcknowledgeCheckpointRequest) SetAlignmentNs(val *int64) {
+	p.AlignmentNs = val
+}
 
 func (p *AcknowledgeCheckpointRequest) IsSetFencing() bool {
 	return p.Fencing != nil
@@ -257,6 +270,10 @@ func (p *AcknowledgeCheckpointRequest) IsSetState() bool {
 
 func (p *AcknowledgeCheckpointRequest) IsSetSource() bool {
 	return p.Source != nil
+}
+
+func (p *AcknowledgeCheckpointRequest) IsSetAlignmentNs() bool {
+	return p.AlignmentNs != nil
 }
 
 func (p *AcknowledgeCheckpointRequest) String() string {
@@ -273,6 +290,7 @@ var fieldIDToName_AcknowledgeCheckpointRequest = map[int16]string{
 	4: "state",
 	5: "source",
 	6: "sink_parts",
+	7: "alignment_ns",
 }
 
 type DeclineCheckpointRequest struct {

@@ -73,7 +73,10 @@ func TestHostileModulesAreRefusedWithinBudget(t *testing.T) {
 	wordcount := buildGuest(t, "../examples/wordcount")
 	s, store := realJM(t, auth.Quotas{}, wasmhost.NewRuntimeConfig().WithCompileTimeout(time.Hour))
 	startTE(t, s.Addr(), "tm-1", 2, false)
-	a, b := tokenClient(s.Addr(), tokenA), tokenClient(s.Addr(), tokenB)
+	// b's calls compile and plan the word count beside a's compiles, under
+	// -race on a loaded machine: they may take more than the usual 30 s.
+	// That b is not queued behind a's slow compile is what slowDone checks.
+	a, b := tokenClient(s.Addr(), tokenA), tokenClientTimeout(s.Addr(), tokenB, 5*time.Minute)
 	body := "the quick brown fox\n"
 	if err := store.Put(ctx, "tenants/b/books/a.txt", strings.NewReader(body), int64(len(body))); err != nil {
 		t.Fatal(err)

@@ -49,7 +49,12 @@ func quotasJSON(q auth.Quotas) string {
 
 // tokenClient is a Dispatcher client whose calls carry token ("" for none).
 func tokenClient(addr, token string) dspclient.Client {
-	cfg := rpcserver.ClientConfig{RPCTimeout: 30 * time.Second}
+	return tokenClientTimeout(addr, token, 30*time.Second)
+}
+
+// tokenClientTimeout is tokenClient with another RPC timeout.
+func tokenClientTimeout(addr, token string, timeout time.Duration) dspclient.Client {
+	cfg := rpcserver.ClientConfig{RPCTimeout: timeout}
 	if token != "" {
 		cfg.Metadata = map[string]string{rpcserver.MetaToken: token}
 	}

@@ -127,8 +127,11 @@ func TestBadSubmissions(t *testing.T) {
 // JobManager drop it and the job end.
 func TestInProcessClusterHelpers(t *testing.T) {
 	c := localtest.Start(t, local.Config{TaskManagers: 1, Slots: 1, JobManager: func(j *jm.Config) {
-		j.HeartbeatInterval = 50 * time.Millisecond
-		j.HeartbeatTimeout = 500 * time.Millisecond
+		// Short enough that the kill is noticed in seconds, long enough
+		// that a loaded machine (-race, other packages' tests) does not
+		// declare the living TaskManager dead too.
+		j.HeartbeatInterval = 100 * time.Millisecond
+		j.HeartbeatTimeout = 3 * time.Second
 	}})
 	var lc localtest.Cluster = c
 	if i := lc.StartTaskManager(2); i != 1 {
@@ -142,7 +145,7 @@ func TestInProcessClusterHelpers(t *testing.T) {
 	if a := lc.TaskManagerAddrs(); a[victim] != "" || a[1-victim] == "" {
 		t.Fatalf("addresses after killing %d: %q", victim, a)
 	}
-	localtest.WaitTaskManagers(t, lc, 1, 10*time.Second)
+	localtest.WaitTaskManagers(t, lc, 1, time.Minute)
 	if err := lc.Client().CancelJob(context.Background(), id); err != nil {
 		t.Fatal(err)
 	}

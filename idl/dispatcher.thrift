@@ -91,11 +91,14 @@ struct JobResult {
     2: list<binary> records,  // collect-sink records, in no particular order
     3: map<string, i64> accumulators,
     4: i64 duration_ms,
+    5: optional i64 records_offset, // the index of records[0] in the job's released records
+    6: optional i64 records_total,  // how many records the job has released so far
 }
 
 struct WaitJobRequest {
     1: string job_id,
     2: i64 timeout_ms,        // 0 = return the current state at once
+    3: optional i64 records_from, // stream: return as soon as records from this index on are released (or the job ends), with those records
 }
 
 struct TaskManagerInfo {

@@ -13,6 +13,7 @@ struct TaskStateUpdate {
     7: list<common.SinkPart> sink_parts,  // FINISHED: file-sink parts for the final commit
     8: string failure_kind,   // FAILED: CAUSE or CONSEQUENCE (empty: CAUSE)
     9: optional common.TaskMetrics metrics,  // with a final state: the task's last figures
+    10: optional i64 collected_from, // FINISHED: the task's index of collected[0] (records the JobMaster already has are skipped)
 }
 
 // Where a text-source subtask stands at a barrier.
@@ -29,6 +30,8 @@ struct AcknowledgeCheckpointRequest {
     5: optional SourcePosition source,
     6: list<common.SinkPart> sink_parts,
     7: optional i64 alignment_ns,
+    8: optional list<binary> collected, // collect-sink records not yet acknowledged; released when a checkpoint completes
+    9: optional i64 collected_from,     // the task's index of collected[0] (records the JobMaster already has are skipped)
 }
 
 struct DeclineCheckpointRequest {

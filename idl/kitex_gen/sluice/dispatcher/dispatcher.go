@@ -706,10 +706,12 @@ var fieldIDToName_JobDetails = map[int16]string{
 }
 
 type JobResult_ struct {
-	Details      *JobDetails      `thrift:"details,1" frugal:"1,default,JobDetails" json:"details"`
-	Records      [][]byte         `thrift:"records,2" frugal:"2,default,list<binary>" json:"records"`
-	Accumulators map[string]int64 `thrift:"accumulators,3" frugal:"3,default,map<string:i64>" json:"accumulators"`
-	DurationMs   int64            `thrift:"duration_ms,4" frugal:"4,default,i64" json:"duration_ms"`
+	Details       *JobDetails      `thrift:"details,1" frugal:"1,default,JobDetails" json:"details"`
+	Records       [][]byte         `thrift:"records,2" frugal:"2,default,list<binary>" json:"records"`
+	Accumulators  map[string]int64 `thrift:"accumulators,3" frugal:"3,default,map<string:i64>" json:"accumulators"`
+	DurationMs    int64            `thrift:"duration_ms,4" frugal:"4,default,i64" json:"duration_ms"`
+	RecordsOffset *int64           `thrift:"records_offset,5,optional" frugal:"5,optional,i64" json:"records_offset,omitempty"`
+	RecordsTotal  *int64           `thrift:"records_total,6,optional" frugal:"6,optional,i64" json:"records_total,omitempty"`
 }
 
 func NewJobResult_() *JobResult_ {
@@ -739,6 +741,24 @@ func (p *JobResult_) GetAccumulators() (v map[string]int64) {
 func (p *JobResult_) GetDurationMs() (v int64) {
 	return p.DurationMs
 }
+
+var JobResult__RecordsOffset_DEFAULT int64
+
+func (p *JobResult_) GetRecordsOffset() (v int64) {
+	if !p.IsSetRecordsOffset() {
+		return JobResult__RecordsOffset_DEFAULT
+	}
+	return *p.RecordsOffset
+}
+
+var JobResult__RecordsTotal_DEFAULT int64
+
+func (p *JobResult_) GetRecordsTotal() (v int64) {
+	if !p.IsSetRecordsTotal() {
+		return JobResult__RecordsTotal_DEFAULT
+	}
+	return *p.RecordsTotal
+}
 func (p *JobResult_) SetDetails(val *JobDetails) {
 	p.Details = val
 }
@@ -751,9 +771,23 @@ func (p *JobResult_) SetAccumulators(val map[string]int64) {
 func (p *JobResult_) SetDurationMs(val int64) {
 	p.DurationMs = val
 }
+func (p *JobResult_) SetRecordsOffset(val *int64) {
+	p.RecordsOffset = val
+}
+func (p *JobResult_) SetRecordsTotal(val *int64) {
+	p.RecordsTotal = val
+}
 
 func (p *JobResult_) IsSetDetails() bool {
 	return p.Details != nil
+}
+
+func (p *JobResult_) IsSetRecordsOffset() bool {
+	return p.RecordsOffset != nil
+}
+
+func (p *JobResult_) IsSetRecordsTotal() bool {
+	return p.RecordsTotal != nil
 }
 
 func (p *JobResult_) String() string {
@@ -768,11 +802,14 @@ var fieldIDToName_JobResult_ = map[int16]string{
 	2: "records",
 	3: "accumulators",
 	4: "duration_ms",
+	5: "records_offset",
+	6: "records_total",
 }
 
 type WaitJobRequest struct {
-	JobId     string `thrift:"job_id,1" frugal:"1,default,string" json:"job_id"`
-	TimeoutMs int64  `thrift:"timeout_ms,2" frugal:"2,default,i64" json:"timeout_ms"`
+	JobId       string `thrift:"job_id,1" frugal:"1,default,string" json:"job_id"`
+	TimeoutMs   int64  `thrift:"timeout_ms,2" frugal:"2,default,i64" json:"timeout_ms"`
+	RecordsFrom *int64 `thrift:"records_from,3,optional" frugal:"3,optional,i64" json:"records_from,omitempty"`
 }
 
 func NewWaitJobRequest() *WaitJobRequest {
@@ -789,11 +826,27 @@ func (p *WaitJobRequest) GetJobId() (v string) {
 func (p *WaitJobRequest) GetTimeoutMs() (v int64) {
 	return p.TimeoutMs
 }
+
+var WaitJobRequest_RecordsFrom_DEFAULT int64
+
+func (p *WaitJobRequest) GetRecordsFrom() (v int64) {
+	if !p.IsSetRecordsFrom() {
+		return WaitJobRequest_RecordsFrom_DEFAULT
+	}
+	return *p.RecordsFrom
+}
 func (p *WaitJobRequest) SetJobId(val string) {
 	p.JobId = val
 }
 func (p *WaitJobRequest) SetTimeoutMs(val int64) {
 	p.TimeoutMs = val
+}
+func (p *WaitJobRequest) SetRecordsFrom(val *int64) {
+	p.RecordsFrom = val
+}
+
+func (p *WaitJobRequest) IsSetRecordsFrom() bool {
+	return p.RecordsFrom != nil
 }
 
 func (p *WaitJobRequest) String() string {
@@ -806,6 +859,7 @@ func (p *WaitJobRequest) String() string {
 var fieldIDToName_WaitJobRequest = map[int16]string{
 	1: "job_id",
 	2: "timeout_ms",
+	3: "records_from",
 }
 
 type TaskManagerInfo struct {

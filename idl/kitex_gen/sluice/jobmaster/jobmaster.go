@@ -9,15 +9,16 @@ import (
 )
 
 type TaskStateUpdate struct {
-	Fencing      *common.FencingToken `thrift:"fencing,1" frugal:"1,default,common.FencingToken" json:"fencing"`
-	ExecutionId  string               `thrift:"execution_id,2" frugal:"2,default,string" json:"execution_id"`
-	State        string               `thrift:"state,3" frugal:"3,default,string" json:"state"`
-	Failure      string               `thrift:"failure,4" frugal:"4,default,string" json:"failure"`
-	Accumulators map[string]int64     `thrift:"accumulators,5" frugal:"5,default,map<string:i64>" json:"accumulators"`
-	Collected    [][]byte             `thrift:"collected,6" frugal:"6,default,list<binary>" json:"collected"`
-	SinkParts    []*common.SinkPart   `thrift:"sink_parts,7" frugal:"7,default,list<common.SinkPart>" json:"sink_parts"`
-	FailureKind  string               `thrift:"failure_kind,8" frugal:"8,default,string" json:"failure_kind"`
-	Metrics      *common.TaskMetrics  `thrift:"metrics,9,optional" frugal:"9,optional,common.TaskMetrics" json:"metrics,omitempty"`
+	Fencing       *common.FencingToken `thrift:"fencing,1" frugal:"1,default,common.FencingToken" json:"fencing"`
+	ExecutionId   string               `thrift:"execution_id,2" frugal:"2,default,string" json:"execution_id"`
+	State         string               `thrift:"state,3" frugal:"3,default,string" json:"state"`
+	Failure       string               `thrift:"failure,4" frugal:"4,default,string" json:"failure"`
+	Accumulators  map[string]int64     `thrift:"accumulators,5" frugal:"5,default,map<string:i64>" json:"accumulators"`
+	Collected     [][]byte             `thrift:"collected,6" frugal:"6,default,list<binary>" json:"collected"`
+	SinkParts     []*common.SinkPart   `thrift:"sink_parts,7" frugal:"7,default,list<common.SinkPart>" json:"sink_parts"`
+	FailureKind   string               `thrift:"failure_kind,8" frugal:"8,default,string" json:"failure_kind"`
+	Metrics       *common.TaskMetrics  `thrift:"metrics,9,optional" frugal:"9,optional,common.TaskMetrics" json:"metrics,omitempty"`
+	CollectedFrom *int64               `thrift:"collected_from,10,optional" frugal:"10,optional,i64" json:"collected_from,omitempty"`
 }
 
 func NewTaskStateUpdate() *TaskStateUpdate {
@@ -72,6 +73,15 @@ func (p *TaskStateUpdate) GetMetrics() (v *common.TaskMetrics) {
 	}
 	return p.Metrics
 }
+
+var TaskStateUpdate_CollectedFrom_DEFAULT int64
+
+func (p *TaskStateUpdate) GetCollectedFrom() (v int64) {
+	if !p.IsSetCollectedFrom() {
+		return TaskStateUpdate_CollectedFrom_DEFAULT
+	}
+	return *p.CollectedFrom
+}
 func (p *TaskStateUpdate) SetFencing(val *common.FencingToken) {
 	p.Fencing = val
 }
@@ -99,6 +109,9 @@ func (p *TaskStateUpdate) SetFailureKind(val string) {
 func (p *TaskStateUpdate) SetMetrics(val *common.TaskMetrics) {
 	p.Metrics = val
 }
+func (p *TaskStateUpdate) SetCollectedFrom(val *int64) {
+	p.CollectedFrom = val
+}
 
 func (p *TaskStateUpdate) IsSetFencing() bool {
 	return p.Fencing != nil
@@ -106,6 +119,10 @@ func (p *TaskStateUpdate) IsSetFencing() bool {
 
 func (p *TaskStateUpdate) IsSetMetrics() bool {
 	return p.Metrics != nil
+}
+
+func (p *TaskStateUpdate) IsSetCollectedFrom() bool {
+	return p.CollectedFrom != nil
 }
 
 func (p *TaskStateUpdate) String() string {
@@ -116,15 +133,16 @@ func (p *TaskStateUpdate) String() string {
 }
 
 var fieldIDToName_TaskStateUpdate = map[int16]string{
-	1: "fencing",
-	2: "execution_id",
-	3: "state",
-	4: "failure",
-	5: "accumulators",
-	6: "collected",
-	7: "sink_parts",
-	8: "failure_kind",
-	9: "metrics",
+	1:  "fencing",
+	2:  "execution_id",
+	3:  "state",
+	4:  "failure",
+	5:  "accumulators",
+	6:  "collected",
+	7:  "sink_parts",
+	8:  "failure_kind",
+	9:  "metrics",
+	10: "collected_from",
 }
 
 type SourcePosition struct {
@@ -175,13 +193,15 @@ var fieldIDToName_SourcePosition = map[int16]string{
 }
 
 type AcknowledgeCheckpointRequest struct {
-	Fencing      *common.FencingToken `thrift:"fencing,1" frugal:"1,default,common.FencingToken" json:"fencing"`
-	ExecutionId  string               `thrift:"execution_id,2" frugal:"2,default,string" json:"execution_id"`
-	CheckpointId int64                `thrift:"checkpoint_id,3" frugal:"3,default,i64" json:"checkpoint_id"`
-	State        *common.StateHandle  `thrift:"state,4,optional" frugal:"4,optional,common.StateHandle" json:"state,omitempty"`
-	Source       *SourcePosition      `thrift:"source,5,optional" frugal:"5,optional,SourcePosition" json:"source,omitempty"`
-	SinkParts    []*common.SinkPart   `thrift:"sink_parts,6" frugal:"6,default,list<common.SinkPart>" json:"sink_parts"`
-	AlignmentNs  *int64               `thrift:"alignment_ns,7,optional" frugal:"7,optional,i64" json:"alignment_ns,omitempty"`
+	Fencing       *common.FencingToken `thrift:"fencing,1" frugal:"1,default,common.FencingToken" json:"fencing"`
+	ExecutionId   string               `thrift:"execution_id,2" frugal:"2,default,string" json:"execution_id"`
+	CheckpointId  int64                `thrift:"checkpoint_id,3" frugal:"3,default,i64" json:"checkpoint_id"`
+	State         *common.StateHandle  `thrift:"state,4,optional" frugal:"4,optional,common.StateHandle" json:"state,omitempty"`
+	Source        *SourcePosition      `thrift:"source,5,optional" frugal:"5,optional,SourcePosition" json:"source,omitempty"`
+	SinkParts     []*common.SinkPart   `thrift:"sink_parts,6" frugal:"6,default,list<common.SinkPart>" json:"sink_parts"`
+	AlignmentNs   *int64               `thrift:"alignment_ns,7,optional" frugal:"7,optional,i64" json:"alignment_ns,omitempty"`
+	Collected     [][]byte             `thrift:"collected,8,optional" frugal:"8,optional,list<binary>" json:"collected,omitempty"`
+	CollectedFrom *int64               `thrift:"collected_from,9,optional" frugal:"9,optional,i64" json:"collected_from,omitempty"`
 }
 
 func NewAcknowledgeCheckpointRequest() *AcknowledgeCheckpointRequest {
@@ -238,6 +258,24 @@ func (p *AcknowledgeCheckpointRequest) GetAlignmentNs() (v int64) {
 	}
 	return *p.AlignmentNs
 }
+
+var AcknowledgeCheckpointRequest_Collected_DEFAULT [][]byte
+
+func (p *AcknowledgeCheckpointRequest) GetCollected() (v [][]byte) {
+	if !p.IsSetCollected() {
+		return AcknowledgeCheckpointRequest_Collected_DEFAULT
+	}
+	return p.Collected
+}
+
+var AcknowledgeCheckpointRequest_CollectedFrom_DEFAULT int64
+
+func (p *AcknowledgeCheckpointRequest) GetCollectedFrom() (v int64) {
+	if !p.IsSetCollectedFrom() {
+		return AcknowledgeCheckpointRequest_CollectedFrom_DEFAULT
+	}
+	return *p.CollectedFrom
+}
 func (p *AcknowledgeCheckpointRequest) SetFencing(val *common.FencingToken) {
 	p.Fencing = val
 }
@@ -259,6 +297,12 @@ func (p *AcknowledgeCheckpointRequest) SetSinkParts(val []*common.SinkPart) {
 func (p *AcknowledgeCheckpointRequest) SetAlignmentNs(val *int64) {
 	p.AlignmentNs = val
 }
+func (p *AcknowledgeCheckpointRequest) SetCollected(val [][]byte) {
+	p.Collected = val
+}
+func (p *AcknowledgeCheckpointRequest) SetCollectedFrom(val *int64) {
+	p.CollectedFrom = val
+}
 
 func (p *AcknowledgeCheckpointRequest) IsSetFencing() bool {
 	return p.Fencing != nil
@@ -276,6 +320,14 @@ func (p *AcknowledgeCheckpointRequest) IsSetAlignmentNs() bool {
 	return p.AlignmentNs != nil
 }
 
+func (p *AcknowledgeCheckpointRequest) IsSetCollected() bool {
+	return p.Collected != nil
+}
+
+func (p *AcknowledgeCheckpointRequest) IsSetCollectedFrom() bool {
+	return p.CollectedFrom != nil
+}
+
 func (p *AcknowledgeCheckpointRequest) String() string {
 	if p == nil {
 		return "<nil>"
@@ -291,6 +343,8 @@ var fieldIDToName_AcknowledgeCheckpointRequest = map[int16]string{
 	5: "source",
 	6: "sink_parts",
 	7: "alignment_ns",
+	8: "collected",
+	9: "collected_from",
 }
 
 type DeclineCheckpointRequest struct {

@@ -50,7 +50,7 @@ func TestStatusShowsAccumulatorsAndHistory(t *testing.T) {
 	var stderr bytes.Buffer
 	r := client.JobResult{JobDetails: d, Duration: time.Second}
 	r.State = client.StateFinished
-	if err := finish(&bytes.Buffer{}, &stderr, r); err != nil {
+	if err := finish(&stderr, r, &recordPrinter{}); err != nil {
 		t.Fatal(err)
 	}
 	if s := stderr.String(); !strings.Contains(s, "FINISHED in 1s: 0 records after 2 restarts\n") || !strings.Contains(s, "  violations 0\n") || !strings.Contains(s, "history:\n") {

@@ -60,8 +60,10 @@ the path to its blob key, where the job's text source reads it. On a remote
 cluster, --blob names the cluster's store; paths that are not local files are
 read as blob keys of the tenant.
 
-The job's collected records go to stdout, one per line; progress and logs go
-to stderr. The exit code is 0 only when the job FINISHED. Interrupting an
+The job's collected records go to stdout, one per line, as the job releases
+them: when a completed checkpoint covers them (so an unbounded job's appear
+while it runs), and the rest when it finishes. Progress and logs go to
+stderr. The exit code is 0 only when the job FINISHED. Interrupting an
 attached run cancels the job.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -205,11 +207,12 @@ func runJob(cmd *cobra.Command, f runFlags, target string, jobArgs []string) err
 	log.Info("job submitted", "job", id, "module", digest)
 
 	showProgress := f.progress == "always" || (f.progress == "auto" && isTerminal(stderr))
-	res, err := waitWithProgress(ctx, cl, id, stderr, showProgress, log)
+	out := &recordPrinter{w: bufio.NewWriterSize(cmd.OutOrStdout(), 64<<10), stderr: stderr}
+	res, err := waitWithProgress(ctx, cl, id, stderr, showProgress, log, out)
 	if err != nil {
 		return err
 	}
-	return finish(cmd.OutOrStdout(), stderr, res)
+	return finish(stderr, res, out)
 }
 
 // loadModule reads a .wasm file, or builds a source directory, optimizing a
@@ -253,10 +256,11 @@ func wasmOptFlag(cmd *cobra.Command, level *string) {
 	cmd.Flags().Lookup("wasm-opt").NoOptDefVal = guestbuild.DefaultWasmOptLevel
 }
 
-// waitWithProgress long-polls the job until it ends. On a terminal it keeps
-// one status line up to date; on interrupt it cancels the job and waits for
-// it to end.
-func waitWithProgress(ctx context.Context, cl *client.Client, id string, stderr io.Writer, show bool, log *slog.Logger) (client.JobResult, error) {
+// waitWithProgress long-polls the job until it ends, printing its records
+// to out as the job releases them (as checkpoints complete; all at the end
+// for a job without checkpoints). On a terminal it keeps one status line up
+// to date; on interrupt it cancels the job and waits for it to end.
+func waitWithProgress(ctx context.Context, cl *client.Client, id string, stderr io.Writer, show bool, log *slog.Logger, out *recordPrinter) (client.JobResult, error) {
 	poll := 10 * time.Second
 	if show {
 		poll = 500 * time.Millisecond
@@ -291,7 +295,7 @@ func waitWithProgress(ctx context.Context, cl *client.Client, id string, stderr 
 		if canceled {
 			pctx = waitCtx
 		}
-		r, err := cl.PollJob(pctx, id, poll)
+		r, err := cl.PollRecords(pctx, id, out.next, poll)
 		switch {
 		case err != nil && ctx.Err() != nil && !canceled:
 			if err := cancelJob(); err != nil {
@@ -312,9 +316,18 @@ func waitWithProgress(ctx context.Context, cl *client.Client, id string, stderr 
 			log.Info("job state", "job", id, "state", r.State)
 			lastState = r.State
 		}
-		if client.Terminal(r.State) {
+		if len(r.Records) > 0 {
+			clearLine()
+			if err := out.print(r); err != nil {
+				return client.JobResult{}, err
+			}
+		}
+		if client.Terminal(r.State) && out.next >= r.RecordsTotal {
 			clearLine()
 			return r, nil
+		}
+		if client.Terminal(r.State) {
+			continue // more records than one answer carries
 		}
 		if show {
 			fmt.Fprintf(stderr, "\r\033[K%s", progressLine(r, time.Since(start)))
@@ -354,25 +367,46 @@ func progressLine(r client.JobResult, elapsed time.Duration) string {
 	return fmt.Sprintf("job %s  %s%s%s  %s", r.ID, r.State, tasks, hint, elapsed.Round(100*time.Millisecond))
 }
 
-// finish prints the records of a FINISHED job to stdout, or the failure to
-// stderr, and sets the exit code.
-func finish(stdout, stderr io.Writer, r client.JobResult) error {
+// recordPrinter writes a job's records to stdout, one per line, as they
+// arrive.
+type recordPrinter struct {
+	w       *bufio.Writer
+	stderr  io.Writer
+	next    int64 // the index of the next record to print
+	printed int64
+	dropped int64
+}
+
+func (p *recordPrinter) print(r client.JobResult) error {
+	if r.RecordsOffset > p.next {
+		// The JobManager keeps only its newest records.
+		fmt.Fprintf(p.stderr, "warning: %d records were dropped before they could be printed (the JobManager keeps only the newest): write large results with a file sink\n",
+			r.RecordsOffset-p.next)
+		p.dropped += r.RecordsOffset - p.next
+	}
+	for _, rec := range r.Records {
+		p.w.Write(rec)
+		p.w.WriteByte('\n')
+	}
+	p.next = r.RecordsOffset + int64(len(r.Records))
+	p.printed += int64(len(r.Records))
+	return p.w.Flush()
+}
+
+// finish reports how the job ended on stderr, and sets the exit code; its
+// records are on stdout already.
+func finish(stderr io.Writer, r client.JobResult, out *recordPrinter) error {
 	if r.State != client.StateFinished {
 		msg := fmt.Sprintf("job %s %s", r.ID, r.State)
+		if out.printed > 0 {
+			msg += fmt.Sprintf(" (after %d records, each covered by a completed checkpoint)", out.printed)
+		}
 		if r.Failure != "" {
 			msg += ":\n" + safeText(r.Failure)
 		}
 		return &exitError{code: exitFailed, err: errors.New(msg)}
 	}
-	w := bufio.NewWriterSize(stdout, 64<<10)
-	for _, rec := range r.Records {
-		w.Write(rec)
-		w.WriteByte('\n')
-	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintf(stderr, "job %s FINISHED in %v: %d records", r.ID, r.Duration.Round(time.Millisecond), len(r.Records))
+	fmt.Fprintf(stderr, "job %s FINISHED in %v: %d records", r.ID, r.Duration.Round(time.Millisecond), out.printed)
 	if r.Restarts > 0 {
 		fmt.Fprintf(stderr, " after %d restarts", r.Restarts)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/blob/blobtest"
 	"github.com/sluicehq/sluice/internal/jobconfig"
 	"github.com/sluicehq/sluice/internal/testutil"
+	"github.com/sluicehq/sluice/jm"
 	"github.com/sluicehq/sluice/local"
 	"github.com/sluicehq/sluice/local/localtest"
 	"github.com/sluicehq/sluice/sdk/client"
@@ -327,4 +328,101 @@ func TestMinIOOutage(t *testing.T) {
 		t.Errorf("no checkpoint triggered after the outage completed: %+v", cps)
 	}
 	checkExactlyOnce(t, committed(t, c.Blob(), "outage/out"), keys, perKey)
+}
+
+// TestStreamedRecordsExactlyOnce reads an unbounded job's collected records
+// while it runs, as an attached `sluice run` does: they arrive as
+// checkpoints complete, and a TaskManager killed on the way (its tasks
+// restored from the latest checkpoint) neither loses nor repeats one of
+// the records already read.
+func TestStreamedRecordsExactlyOnce(t *testing.T) {
+	const keys, perKey = 4, 1500
+	wasm := localtest.Guest(t, "examples/exactlyonce")
+	c := localtest.Start(t, local.Config{TaskManagers: 2, Slots: 2, JobManager: func(j *jm.Config) {
+		j.HeartbeatInterval = 100 * time.Millisecond
+		j.HeartbeatTimeout = 3 * time.Second
+	}})
+	cl := c.Client()
+	cp := map[string]string{jobconfig.KeyCheckpointInterval: "100ms", jobconfig.KeyClock: string(jobconfig.ClockWall),
+		"restart-strategy": "fixeddelay", "restart-strategy.fixed-delay.attempts": "20", "restart-strategy.fixed-delay.delay": "200ms"}
+	id := run(t, cl, wasm, 2, cp, "", "--keys", fmt.Sprint(keys), "--per-key", fmt.Sprint(perKey),
+		"--rate", "3000", "--records", "--unbounded")
+	ctx := context.Background()
+	if _, err := cl.PollRecords(ctx, id, -1, 0); !errors.Is(err, client.ErrInvalidArgument) || !strings.Contains(err.Error(), "start at 0") {
+		t.Fatalf("records from -1: %v", err)
+	}
+	var lines []string
+	whileRunning, killed := 0, false
+	deadline := time.Now().Add(3 * time.Minute)
+	for len(lines) < keys*perKey {
+		if time.Now().After(deadline) {
+			t.Fatalf("read %d of %d records in 3 minutes", len(lines), keys*perKey)
+		}
+		r, err := cl.PollRecords(ctx, id, int64(len(lines)), 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if client.Terminal(r.State) {
+			t.Fatalf("the unbounded job ended %s after %d records: %s", r.State, len(lines), r.Failure)
+		}
+		if r.RecordsOffset != int64(len(lines)) && len(r.Records) > 0 {
+			t.Fatalf("asked from record %d, got records from %d", len(lines), r.RecordsOffset)
+		}
+		if r.State == client.StateRunning {
+			whileRunning += len(r.Records)
+		}
+		lines = append(lines, localtest.Lines(r.Records)...)
+		if !killed && len(lines) >= keys*perKey/4 {
+			d, err := cl.GetJob(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			victim := localtest.TaskManagerIndex(t, c, d.Vertices[len(d.Vertices)-1].Subtasks[0].TaskManager)
+			t.Logf("killing task manager %d after %d records", victim, len(lines))
+			c.KillTaskManager(victim)
+			c.StartTaskManager(2) // a replacement, as a supervisor would start
+			killed = true
+		}
+	}
+	if whileRunning == 0 {
+		t.Error("no record was read while the job was RUNNING")
+	}
+	checkExactlyOnce(t, lines, keys, perKey)
+	// Two more checkpoints: nothing else is released (the source is done).
+	cps := func() int {
+		n := 0
+		all, err := cl.ListCheckpoints(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range all {
+			if c.Status == "COMPLETED" {
+				n++
+			}
+		}
+		return n
+	}
+	after := cps()
+	testutil.CheckFor(t, time.Minute, 50*time.Millisecond, func() error {
+		if n := cps(); n < after+2 {
+			return fmt.Errorf("%d checkpoints completed since, want 2", n-after)
+		}
+		return nil
+	})
+	r, err := cl.PollRecords(ctx, id, int64(len(lines)), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.RecordsTotal != int64(keys*perKey) || len(r.Records) != 0 {
+		t.Fatalf("after every record was read the job released %d in all (%d more), want %d", r.RecordsTotal, len(r.Records), keys*perKey)
+	}
+	if d, err := cl.GetJob(ctx, id); err != nil || d.Restarts == 0 {
+		t.Errorf("the job did not restart after its task manager was killed: %+v %v", d.Restarts, err)
+	}
+	if err := cl.CancelJob(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if d := localtest.WaitTerminal(t, c, id, time.Minute); d.State != client.StateCanceled {
+		t.Fatalf("job ended %s after cancel", d.State)
+	}
 }

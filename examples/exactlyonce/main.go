@@ -10,9 +10,15 @@
 //   - --out PATH: every checked record as "key<TAB>seq" through the
 //     transactional file sink; after any number of failures the committed
 //     files hold each (key, seq) exactly once.
+//   - --records: every checked record as "key<TAB>seq" through the collect
+//     sink, released to the client as checkpoints complete (exactly once as
+//     well: what a client read is never taken back by a restore).
 //   - otherwise: each key's final state "key<TAB>last<TAB>count<TAB>violations"
 //     collected with the job result (a bounded job's keyed state, comparable
 //     across savepoint resumes and rescales).
+//
+// --unbounded keeps the source open once its sequences are done: the job
+// then runs until it is canceled or stopped, as a streaming job does.
 //
 // --rate bounds the records per second (0: as fast as possible), so a test
 // or a demo has time to kill TaskManagers, take savepoints and stop the job.
@@ -42,6 +48,8 @@ type options struct {
 	keys, perKey int
 	rate         int
 	out          string
+	records      bool
+	unbounded    bool
 	barrierDelay time.Duration
 }
 
@@ -52,6 +60,8 @@ func plan(env *guest.Env) {
 	fs.IntVar(&o.perKey, "per-key", 10000, "sequence numbers per key")
 	fs.IntVar(&o.rate, "rate", 0, "records per second at most (0: unbounded)")
 	fs.StringVar(&o.out, "out", "", "write every checked record to this file-sink path (default: collect each key's final state)")
+	fs.BoolVar(&o.records, "records", false, "collect every checked record (default: collect each key's final state)")
+	fs.BoolVar(&o.unbounded, "unbounded", false, "keep the source open after its sequences: run until canceled or stopped")
 	fs.DurationVar(&o.barrierDelay, "barrier-delay", 0, "keep each barrier hook of the check busy this long")
 	if err := fs.Parse(env.Args()); err != nil {
 		env.Fail(err)
@@ -67,6 +77,9 @@ func plan(env *guest.Env) {
 	case o.rate < 0:
 		env.Fail(fmt.Errorf("--rate %d: must not be negative", o.rate))
 		return
+	case o.records && o.out != "":
+		env.Fail(errors.New("--records and --out: choose one output"))
+		return
 	}
 	env.SetName("exactlyonce")
 	src := &source{o: o}
@@ -75,13 +88,17 @@ func plan(env *guest.Env) {
 		OnOpen(src.open).
 		OnBarrier(src.barrier).
 		KeyBy("key", func(r guest.Record) []byte { return r.Key })
-	if o.out == "" {
+	if o.out == "" && !o.records {
 		checked.Reduce("check", check, guest.EmitFinal()).Map("format", formatFinal).Collect("final")
 		return
 	}
 	s := checked.Reduce("check", check).Map("format", formatRecord)
 	if o.barrierDelay > 0 {
 		s.OnBarrier(func(ctx *guest.Context, _ int64) { busy(ctx, o.barrierDelay) })
+	}
+	if o.records {
+		s.Collect("records")
+		return
 	}
 	s.WriteFiles("out", o.out)
 }
@@ -128,7 +145,7 @@ func (s *source) poll(ctx *guest.Context, max int, out *guest.Collector) bool {
 		out.EmitKeyValue(key, val)
 		s.emitted++
 	}
-	return s.emitted >= total
+	return s.emitted >= total && !s.o.unbounded
 }
 
 // declared: this task declared the violations counter.

@@ -133,6 +133,17 @@ type Ack struct {
 	// inputs (Flink's alignment duration); zero for a source or a task
 	// with one input channel.
 	Alignment time.Duration
+	// Collected are the values of the records that reached the task's
+	// collect sink before this checkpoint's barrier and that no
+	// acknowledgement the task knows arrived has carried, in arrival
+	// order; CollectedFrom is the task's index of the first (the task
+	// counts its collected records from 0). The JobMaster skips the ones it
+	// already has (an acknowledgement whose answer was lost is resent with
+	// the next) and releases them to clients once a checkpoint at or after
+	// this one completes, so what a client sees is never undone by a
+	// restore.
+	Collected     [][]byte
+	CollectedFrom int64
 }
 
 // Decline is a task's refusal of checkpoint ID, e.g. because its state

@@ -120,8 +120,11 @@ type TaskUpdate struct {
 	FailureKind FailureKind
 	// Accumulators (FINISHED) are the task's accumulator values.
 	Accumulators map[string]int64
-	// Collected (FINISHED) are the collect-sink records.
-	Collected [][]byte
+	// Collected (FINISHED) are the collect-sink records no acknowledged
+	// checkpoint carried, and CollectedFrom the task's index of the first
+	// (see checkpoint.Ack).
+	Collected     [][]byte
+	CollectedFrom int64
 	// SinkParts (FINISHED) are the file-sink parts no completed checkpoint
 	// committed: the JobMaster commits them when the whole job finished.
 	SinkParts []checkpoint.SinkPart

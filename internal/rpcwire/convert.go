@@ -195,30 +195,32 @@ func DeploymentFromWire(w *taskexecutor.TaskDeployment) (control.Deployment, err
 // TaskUpdateToWire converts a task state report.
 func TaskUpdateToWire(u control.TaskUpdate) *jobmaster.TaskStateUpdate {
 	return &jobmaster.TaskStateUpdate{
-		Fencing:      FencingToWire(u.Fencing),
-		ExecutionId:  u.ExecutionID,
-		State:        u.State,
-		Failure:      u.Failure,
-		FailureKind:  string(u.FailureKind),
-		Accumulators: u.Accumulators,
-		Collected:    u.Collected,
-		SinkParts:    partsToWire(u.SinkParts),
-		Metrics:      taskMetricsToWire("", "", u.Metrics),
+		Fencing:       FencingToWire(u.Fencing),
+		ExecutionId:   u.ExecutionID,
+		State:         u.State,
+		Failure:       u.Failure,
+		FailureKind:   string(u.FailureKind),
+		Accumulators:  u.Accumulators,
+		Collected:     u.Collected,
+		CollectedFrom: optInt64(u.CollectedFrom),
+		SinkParts:     partsToWire(u.SinkParts),
+		Metrics:       taskMetricsToWire("", "", u.Metrics),
 	}
 }
 
 // TaskUpdateFromWire converts a task state report.
 func TaskUpdateFromWire(w *jobmaster.TaskStateUpdate) control.TaskUpdate {
 	return control.TaskUpdate{
-		Fencing:      FencingFromWire(w.GetFencing()),
-		ExecutionID:  w.GetExecutionId(),
-		State:        w.GetState(),
-		Failure:      w.GetFailure(),
-		FailureKind:  control.FailureKind(w.GetFailureKind()),
-		Accumulators: w.GetAccumulators(),
-		Collected:    w.GetCollected(),
-		SinkParts:    partsFromWire(w.GetSinkParts()),
-		Metrics:      taskMetricsFromWire(w.GetMetrics()),
+		Fencing:       FencingFromWire(w.GetFencing()),
+		ExecutionID:   w.GetExecutionId(),
+		State:         w.GetState(),
+		Failure:       w.GetFailure(),
+		FailureKind:   control.FailureKind(w.GetFailureKind()),
+		Accumulators:  w.GetAccumulators(),
+		Collected:     w.GetCollected(),
+		CollectedFrom: w.GetCollectedFrom(),
+		SinkParts:     partsFromWire(w.GetSinkParts()),
+		Metrics:       taskMetricsFromWire(w.GetMetrics()),
 	}
 }
 
@@ -291,11 +293,13 @@ func TriggerFromWire(w *taskexecutor.TriggerCheckpointRequest) checkpoint.Trigge
 // AckToWire converts a checkpoint acknowledgement.
 func AckToWire(f control.FencingToken, a checkpoint.Ack) *jobmaster.AcknowledgeCheckpointRequest {
 	w := &jobmaster.AcknowledgeCheckpointRequest{
-		Fencing:      FencingToWire(f),
-		ExecutionId:  a.ExecutionID,
-		CheckpointId: a.CheckpointID,
-		State:        stateToWire(a.State),
-		SinkParts:    partsToWire(a.SinkParts),
+		Fencing:       FencingToWire(f),
+		ExecutionId:   a.ExecutionID,
+		CheckpointId:  a.CheckpointID,
+		State:         stateToWire(a.State),
+		SinkParts:     partsToWire(a.SinkParts),
+		Collected:     a.Collected,
+		CollectedFrom: optInt64(a.CollectedFrom),
 	}
 	if a.Alignment > 0 {
 		ns := a.Alignment.Nanoseconds()
@@ -313,11 +317,13 @@ func AckToWire(f control.FencingToken, a checkpoint.Ack) *jobmaster.AcknowledgeC
 // AckFromWire converts a checkpoint acknowledgement.
 func AckFromWire(w *jobmaster.AcknowledgeCheckpointRequest) checkpoint.Ack {
 	a := checkpoint.Ack{
-		ExecutionID:  w.GetExecutionId(),
-		CheckpointID: w.GetCheckpointId(),
-		State:        stateFromWire(w.State),
-		SinkParts:    partsFromWire(w.GetSinkParts()),
-		Alignment:    time.Duration(w.GetAlignmentNs()),
+		ExecutionID:   w.GetExecutionId(),
+		CheckpointID:  w.GetCheckpointId(),
+		State:         stateFromWire(w.State),
+		SinkParts:     partsFromWire(w.GetSinkParts()),
+		Alignment:     time.Duration(w.GetAlignmentNs()),
+		Collected:     w.GetCollected(),
+		CollectedFrom: w.GetCollectedFrom(),
 	}
 	if p := w.Source; p != nil {
 		a.Source = &checkpoint.SourcePosition{Finished: p.Finished}
@@ -427,4 +433,12 @@ func ModuleRefsFromWire(req *taskexecutor.WarmModulesRequest) ([]control.ModuleR
 		out = append(out, control.ModuleRef{Tenant: m.GetTenant(), Digest: m.GetDigest()})
 	}
 	return out, nil
+}
+
+// optInt64 is n as an optional field: unset when zero.
+func optInt64(n int64) *int64 {
+	if n == 0 {
+		return nil
+	}
+	return &n
 }

@@ -540,7 +540,8 @@ func (d *Dispatcher) CancelJob(ctx context.Context, tenant, id string) error {
 }
 
 // WaitJob waits up to timeout (at most MaxWait; 0 returns at once) for the
-// job to end and returns its result then, ended or not.
+// job to end and returns its result then, ended or not. Its records come
+// only once it FINISHED (a streaming reader uses WaitRecords).
 //
 // # Errors
 //
@@ -550,12 +551,39 @@ func (d *Dispatcher) WaitJob(ctx context.Context, tenant, id string, timeout tim
 	if err != nil {
 		return jobmaster.Result{}, err
 	}
-	if timeout <= 0 {
-		return jm.Result(), nil
+	r := jm.Result()
+	if timeout > 0 {
+		ctx, cancel := context.WithTimeout(ctx, min(timeout, MaxWait))
+		defer cancel()
+		r = jm.Wait(ctx)
+	}
+	if r.State != jobmaster.Finished {
+		r.Records, r.RecordsOffset = nil, r.RecordsTotal
+	}
+	return r, nil
+}
+
+// WaitRecords waits up to timeout (at most MaxWait) until the job has
+// released collect-sink records from index from on, or has ended, and
+// returns its result then with only those records (a few MiB at most: ask
+// again from RecordsOffset+len(Records)). A record is released once a
+// completed checkpoint covers it, and all are once the job FINISHED, so
+// what a reader got is never taken back by a restore.
+//
+// # Errors
+//
+// ErrJobNotFound; ErrInvalidArgument for a negative from.
+func (d *Dispatcher) WaitRecords(ctx context.Context, tenant, id string, from int64, timeout time.Duration) (jobmaster.Result, error) {
+	if from < 0 {
+		return jobmaster.Result{}, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "wait for records of job %s: records_from %d is negative; start at 0", id, from)
+	}
+	jm, err := d.job(tenant, id)
+	if err != nil {
+		return jobmaster.Result{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, min(timeout, MaxWait))
 	defer cancel()
-	return jm.Wait(ctx), nil
+	return jm.WaitRecords(ctx, from), nil
 }
 
 // Overview describes the cluster: TaskManagers, slots, and the tenant's

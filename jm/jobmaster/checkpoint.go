@@ -206,6 +206,9 @@ func (jm *JobMaster) carryOut(c checkpointing.Command) {
 	case checkpointing.CommitSinkParts:
 		jm.commitSinkParts(c)
 	case checkpointing.Notify:
+		if c.Completed {
+			jm.records.release(c.ID)
+		}
 		jm.notifyCheckpoint(c.ID, c.Completed)
 	case checkpointing.DeleteDirs:
 		jm.deleteDirs(c.What, c.ID, c.Dirs...)
@@ -275,6 +278,7 @@ func (jm *JobMaster) onAck(f control.FencingToken, a checkpoint.Ack) error {
 		}
 		return err
 	}
+	jm.records.add(a.CheckpointID, a.ExecutionID, a.Collected, a.CollectedFrom)
 	return jm.checkpointEvent(checkpointing.Acked{Ack: a})
 }
 

@@ -86,10 +86,13 @@ type JobMaster struct {
 	stop   sync.Once
 	bg     sync.WaitGroup // RPCs and timers started by the loop
 
-	mu       sync.Mutex
-	snap     Result
-	cpSnap   []checkpoint.Stats
-	cpCounts checkpointing.Counts
+	mu   sync.Mutex
+	snap Result
+	// recordsChanged is closed (and replaced) when snap holds more
+	// released records than before.
+	recordsChanged chan struct{}
+	cpSnap         []checkpoint.Stats
+	cpCounts       checkpointing.Counts
 	// metrics are the latest figures of the executions in snap, by
 	// execution id (TaskManager heartbeats and final reports).
 	metrics map[string]control.TaskMetrics
@@ -123,7 +126,7 @@ type JobMaster struct {
 	restarter    *restarter
 	stateTimes   map[JobState]time.Time
 	start, end   time.Time
-	records      [][]byte
+	records      records
 	accumulators map[string]int64
 
 	// cp is the checkpoint coordinator; cpWork holds the done channels of
@@ -286,19 +289,21 @@ func Start(cfg Config) (*JobMaster, error) {
 	cfg.JobConfig.Checkpoints = cc
 	jobCtx, jobCancel := context.WithCancel(context.Background())
 	jm := &JobMaster{
-		cfg:          cfg,
-		log:          cfg.Logger.With("job", cfg.JobID, "tenant", cfg.Tenant),
-		events:       make(chan any),
-		done:         make(chan struct{}),
-		stopCh:       make(chan struct{}),
-		jobCtx:       jobCtx,
-		jobCancel:    jobCancel,
-		tasks:        buildTasks(cfg.Graph, cfg.DefaultParallelism),
-		state:        Created,
-		byID:         map[string]*execution{},
-		stateTimes:   map[JobState]time.Time{},
-		accumulators: map[string]int64{},
-		restarter:    newRestarter(cfg.Restart, rand.Float64),
+		cfg:            cfg,
+		log:            cfg.Logger.With("job", cfg.JobID, "tenant", cfg.Tenant),
+		events:         make(chan any),
+		done:           make(chan struct{}),
+		stopCh:         make(chan struct{}),
+		jobCtx:         jobCtx,
+		jobCancel:      jobCancel,
+		tasks:          buildTasks(cfg.Graph, cfg.DefaultParallelism),
+		state:          Created,
+		byID:           map[string]*execution{},
+		stateTimes:     map[JobState]time.Time{},
+		accumulators:   map[string]int64{},
+		records:        newRecords(),
+		recordsChanged: make(chan struct{}),
+		restarter:      newRestarter(cfg.Restart, rand.Float64),
 		cp: checkpointing.New(checkpointing.Config{
 			JobID: cfg.JobID, Tenant: cfg.Tenant, ModuleDigest: cfg.ModuleDigest,
 			MaxParallelism: jobgraph.MaxParallelismOf(cfg.Graph), Keys: keys, Store: cfg.Blob != nil,
@@ -561,6 +566,13 @@ func (jm *JobMaster) startAttempt() {
 
 func (jm *JobMaster) setRestorePoint() {
 	jm.restore = jm.cp.Latest()
+	// The records the restore point covers are final even when its
+	// completion was not announced (the attempt was ending); the rest the
+	// restored tasks collect again.
+	if r := jm.restore; r != nil && r.JobID == jm.cfg.JobID {
+		jm.records.release(r.ID)
+	}
+	jm.records.restart()
 	jm.base = map[int][]checkpoint.Split{}
 	for _, t := range jm.tasks {
 		v, ok := t.textSource()
@@ -636,6 +648,10 @@ func (jm *JobMaster) setState(s JobState) {
 	}
 	jm.state = s
 	jm.stateTimes[s] = now
+	if s == Finished {
+		// Nothing is replayed now: what any task collected is final.
+		jm.records.release(finalRecords)
+	}
 	if s.Terminal() {
 		jm.end = now
 	}
@@ -865,7 +881,7 @@ func (jm *JobMaster) onUpdate(u control.TaskUpdate) error {
 			}
 		}
 		jm.execEnded(x, ExecFinished, "")
-		jm.records = append(jm.records, u.Collected...)
+		jm.records.add(finalRecords, x.id, u.Collected, u.CollectedFrom)
 		for k, v := range u.Accumulators {
 			jm.accumulators[k] += v
 		}
@@ -1179,7 +1195,6 @@ func (jm *JobMaster) onRestart(attempt int64) {
 	jm.execs = nil
 	jm.byID = map[string]*execution{}
 	jm.splits = nil
-	jm.records = nil
 	jm.accumulators = map[string]int64{}
 	jm.finalParts, jm.finalErr = nil, ""
 	jm.setState(Running)
@@ -1332,8 +1347,9 @@ func (jm *JobMaster) publish() {
 		History:      slices.Clone(jm.history),
 		StateTimes:   maps.Clone(jm.stateTimes),
 	}}
+	r.Records, r.RecordsOffset = jm.records.released, jm.records.offset
+	r.RecordsTotal = r.RecordsOffset + int64(len(r.Records))
 	if jm.state == Finished {
-		r.Records = jm.records
 		r.Accumulators = maps.Clone(jm.accumulators)
 	}
 	if !jm.end.IsZero() {
@@ -1359,6 +1375,10 @@ func (jm *JobMaster) publish() {
 	}
 	cps, counts := jm.cp.Stats(), jm.cp.Counts()
 	jm.mu.Lock()
+	if r.RecordsTotal != jm.snap.RecordsTotal {
+		close(jm.recordsChanged)
+		jm.recordsChanged = make(chan struct{})
+	}
 	jm.snap = r
 	jm.cpSnap = cps
 	jm.cpCounts = counts

@@ -139,8 +139,15 @@ const MaxHistory = 16
 // collect-sink records.
 type Result struct {
 	Details
-	Records  [][]byte
-	Duration time.Duration
+	// Records are the collect-sink records the job has released: those a
+	// completed checkpoint covers, and once FINISHED all of them. The
+	// first RecordsOffset released records were dropped (past
+	// MaxReleasedBytes) or trimmed from this answer; RecordsTotal counts
+	// every record released.
+	Records       [][]byte
+	RecordsOffset int64
+	RecordsTotal  int64
+	Duration      time.Duration
 }
 
 // Spec is what a job was started as: its graph, default parallelism and

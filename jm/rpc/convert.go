@@ -78,10 +78,12 @@ func detailsToWire(d jmd.Details) *dispatcher.JobDetails {
 
 func resultToWire(r jmd.Result) *dispatcher.JobResult_ {
 	return &dispatcher.JobResult_{
-		Details:      detailsToWire(r.Details),
-		Records:      r.Records,
-		Accumulators: maps.Clone(r.Accumulators),
-		DurationMs:   r.Duration.Milliseconds(),
+		Details:       detailsToWire(r.Details),
+		Records:       r.Records,
+		Accumulators:  maps.Clone(r.Accumulators),
+		DurationMs:    r.Duration.Milliseconds(),
+		RecordsOffset: &r.RecordsOffset,
+		RecordsTotal:  &r.RecordsTotal,
 	}
 }
 

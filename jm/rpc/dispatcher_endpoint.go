@@ -8,6 +8,7 @@ import (
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/internal/rpcserver"
 	dsp "github.com/sluicehq/sluice/jm/dispatcher"
+	jmd "github.com/sluicehq/sluice/jm/jobmaster"
 )
 
 // DispatcherEndpoint serves the Dispatcher service.
@@ -112,7 +113,8 @@ func (e *DispatcherEndpoint) CancelJob(ctx context.Context, jobID string) error 
 	return rpcserver.ToWire(e.D.CancelJob(ctx, tenant, jobID))
 }
 
-// WaitJob waits for a job to end, up to the request's timeout.
+// WaitJob waits for a job to end, up to the request's timeout, or with
+// records_from for its next released records.
 func (e *DispatcherEndpoint) WaitJob(ctx context.Context, req *dispatcher.WaitJobRequest) (*dispatcher.JobResult_, error) {
 	tenant, err := e.Auth.Client(ctx)
 	if err != nil {
@@ -121,7 +123,13 @@ func (e *DispatcherEndpoint) WaitJob(ctx context.Context, req *dispatcher.WaitJo
 	if req == nil || req.GetTimeoutMs() < 0 {
 		return nil, rpcserver.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "wait job: timeout_ms must be 0 or more"))
 	}
-	r, err := e.D.WaitJob(ctx, tenant, req.GetJobId(), time.Duration(req.GetTimeoutMs())*time.Millisecond)
+	timeout := time.Duration(req.GetTimeoutMs()) * time.Millisecond
+	var r jmd.Result
+	if req.IsSetRecordsFrom() {
+		r, err = e.D.WaitRecords(ctx, tenant, req.GetJobId(), req.GetRecordsFrom(), timeout)
+	} else {
+		r, err = e.D.WaitJob(ctx, tenant, req.GetJobId(), timeout)
+	}
 	if err != nil {
 		return nil, rpcserver.ToWire(err)
 	}

@@ -205,6 +205,29 @@ func (c *Client) PollJob(ctx context.Context, jobID string, wait time.Duration) 
 	return resultFromWire(resp), nil
 }
 
+// PollRecords waits up to wait on the server until the job has released
+// collect-sink records from index from on (or has ended), and returns its
+// state then with those records: Records[0] is record RecordsOffset, which
+// is more than from when the JobManager had to drop older ones (it keeps
+// the newest 256 MiB). A record is released once a completed checkpoint
+// covers it, and every record once the job FINISHED, so a restore never
+// takes back what a reader got: a job without checkpoints releases its
+// records when it finishes. An answer carries a few MiB at most; ask again
+// from RecordsOffset+len(Records) until that reaches RecordsTotal.
+//
+// # Errors
+//
+// ErrJobNotFound; ErrInvalidArgument for a negative from.
+func (c *Client) PollRecords(ctx context.Context, jobID string, from int64, wait time.Duration) (JobResult, error) {
+	ctx, cancel, opt := call(ctx, wait+c.timeout)
+	defer cancel()
+	resp, err := c.c.WaitJob(ctx, &dispatcher.WaitJobRequest{JobId: jobID, TimeoutMs: wait.Milliseconds(), RecordsFrom: &from}, opt)
+	if err != nil {
+		return JobResult{}, wrap("wait for records of job "+jobID, err)
+	}
+	return resultFromWire(resp), nil
+}
+
 // WaitJob long-polls until the job reaches a terminal state (FINISHED,
 // FAILED, CANCELED) or ctx ends, and returns its result. A call that fails
 // on the way (a timeout, the JobManager briefly unreachable) is retried

@@ -83,9 +83,11 @@ func resultFromWire(r *dispatcher.JobResult_) JobResult {
 		return JobResult{}
 	}
 	out := JobResult{
-		JobDetails: detailsFromWire(r.GetDetails()),
-		Records:    r.GetRecords(),
-		Duration:   time.Duration(r.GetDurationMs()) * time.Millisecond,
+		JobDetails:    detailsFromWire(r.GetDetails()),
+		Records:       r.GetRecords(),
+		RecordsOffset: r.GetRecordsOffset(),
+		RecordsTotal:  r.GetRecordsTotal(),
+		Duration:      time.Duration(r.GetDurationMs()) * time.Millisecond,
 	}
 	if out.Accumulators == nil {
 		out.Accumulators = r.GetAccumulators() // a JobManager that does not put them in the details

@@ -203,8 +203,12 @@ type FailureRecord struct {
 // for a finished job the collected records.
 type JobResult struct {
 	JobDetails
-	Records  [][]byte      `json:"records,omitempty"` // collect-sink records, in no particular order
-	Duration time.Duration `json:"duration_ns"`
+	Records [][]byte `json:"records,omitempty"` // collect-sink records, in no particular order
+	// RecordsOffset is the index of Records[0] among the records the job
+	// released; RecordsTotal how many it released so far (see PollRecords).
+	RecordsOffset int64         `json:"records_offset,omitempty"`
+	RecordsTotal  int64         `json:"records_total,omitempty"`
+	Duration      time.Duration `json:"duration_ns"`
 }
 
 // TaskManagerInfo is one TaskManager in the overview.

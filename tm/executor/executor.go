@@ -502,7 +502,7 @@ func (e *Executor) run(ctx context.Context, t *runningTask) {
 	var failure *task.Failure
 	switch {
 	case err == nil:
-		final = control.TaskUpdate{State: control.TaskFinished, Accumulators: res.Accumulators, Collected: res.Collected, SinkParts: res.SinkParts}
+		final = control.TaskUpdate{State: control.TaskFinished, Accumulators: res.Accumulators, Collected: res.Collected, CollectedFrom: res.CollectedFrom, SinkParts: res.SinkParts}
 		log.Info("task finished", "collected", len(res.Collected))
 	case errors.As(err, &failure):
 		// It failed before any cancel: a cancel arriving since (the

@@ -58,6 +58,7 @@ type uploadJob struct {
 	source   *checkpoint.SourcePosition
 	sinkUpto int           // file-sink parts below this seq belong to the checkpoint
 	aligned  time.Duration // the barrier alignment, for a task with inputs
+	collUpto int64         // collected records below this index precede the barrier
 }
 
 type uploader struct {
@@ -171,9 +172,13 @@ func (u *uploader) handle(j *uploadJob) {
 	if ctx.Err() != nil {
 		return
 	}
+	ack.Collected, ack.CollectedFrom = t.collected.upTo(j.collUpto)
 	if err := t.acks.Ack(ctx, ack); err != nil {
+		// The records stay for the next acknowledgement.
 		t.log.Warn("could not acknowledge checkpoint", "checkpoint", j.id, "err", err)
+		return
 	}
+	t.collected.acked(j.collUpto)
 }
 
 // stateKey is where the task's snapshot of checkpoint id goes.
@@ -214,15 +219,13 @@ func (t *task) takeCheckpoint(ctx context.Context, id int64, pos *checkpoint.Sou
 			return err
 		}
 		st := t.inst.State()
-		if t.collectEnd {
-			t.snapshotCollected(st)
-		}
 		j.state = st.Freeze()
 		_, j.kgStart, j.kgEnd = st.KeyGroups()
 	}
 	if t.sink != nil {
 		j.sinkUpto = t.sink.closePart()
 	}
+	j.collUpto = t.collected.end()
 	for _, w := range t.writers {
 		if err := w.EmitBarrier(ctx, id); err != nil {
 			return fmt.Errorf("task %s: forward barrier %d: %w", t.spec.ExecutionID, id, err)
@@ -462,22 +465,10 @@ func (t *task) restoreState(ctx context.Context) (*wasmhost.State, error) {
 }
 
 // collectedEntry names the collect sink's records in a subtask's operator
-// state: one entry per subtask, so entries of several old subtasks can meet
-// in one after a rescale.
+// state, as snapshots written before collected records travelled with the
+// checkpoint acknowledgements held them (one entry per subtask). A task
+// restored from such a snapshot hands them on like records it collected.
 const collectedEntry = "collected-"
-
-// snapshotCollected puts the records the collect sink holds into st, so a
-// restored task returns them with the job result as well: the collect sink
-// is exactly-once too. (A chain without guest operators has no State; its
-// collected records start over on restore.)
-func (t *task) snapshotCollected(st *wasmhost.State) {
-	recs := make([]abi.Record, len(t.collected))
-	for i, v := range t.collected {
-		recs[i].Value = v
-	}
-	tail := t.spec.Chain[len(t.spec.Chain)-1].ID
-	st.PutHostEntry(tail, fmt.Sprintf("%s%d", collectedEntry, t.spec.Subtask), abi.AppendBatch(nil, recs))
-}
 
 // restoreCollected takes the collect sink's records out of restored state.
 func (t *task) restoreCollected(st *wasmhost.State) error {
@@ -490,9 +481,8 @@ func (t *task) restoreCollected(st *wasmhost.State) error {
 		if err != nil {
 			return fmt.Errorf("task %s: restore collected records: %w", t.spec.ExecutionID, err)
 		}
-		for _, r := range recs {
-			t.collBytes += len(r.Value)
-			t.collected = append(t.collected, t.keep(r.Value))
+		if _, err := t.collected.add(t.spec.ExecutionID, recs); err != nil {
+			return err
 		}
 	}
 	return nil

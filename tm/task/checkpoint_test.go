@@ -212,8 +212,15 @@ func must(t *testing.T, err error) {
 	}
 }
 
-func collected(r Result) []string {
+// collected returns the collect sink's records: those the acks carried
+// and the result's, sorted.
+func collected(r Result, acks ...checkpoint.Ack) []string {
 	var out []string
+	for _, a := range acks {
+		for _, v := range a.Collected {
+			out = append(out, string(v))
+		}
+	}
 	for _, v := range r.Collected {
 		out = append(out, string(v))
 	}
@@ -284,11 +291,20 @@ func TestAlignmentSnapshotAndRestore(t *testing.T) {
 			must(t, fast.Finish(ctx))
 			must(t, slow.Finish(ctx))
 			res := run.wait(t)
-			out := collected(res)
+			ack, _ := acks.ack(1)
+			out := collected(res, ack)
 			if lastCount(out, "a") != 8 || lastCount(out, "b") != 3 {
 				t.Fatalf("counts a=%d b=%d, want 8 and 3", lastCount(out, "a"), lastCount(out, "b"))
 			}
-			ack, _ := acks.ack(1)
+			// The records before the barrier travel with its ack (the
+			// JobMaster releases them when the checkpoint completes), the
+			// rest with the result.
+			if got, want := collected(Result{}, ack), []string{"a\t1", "a\t2", "a\t3", "b\t1", "b\t2"}; !slices.Equal(got, want) || ack.CollectedFrom != 0 {
+				t.Fatalf("ack 1 carries records %q from %d, want %q from 0", got, ack.CollectedFrom, want)
+			}
+			if res.CollectedFrom != 5 {
+				t.Fatalf("the result's records start at index %d, want 5 (after the ack's)", res.CollectedFrom)
+			}
 			wantKey := "tenants/acme/jobs/job1/checkpoints/00000000000000000001/" + checkpoint.StateObject(ids(chain), 0)
 			if ack.State == nil || ack.State.Key != wantKey || ack.State.KeyGroupStart != 0 || ack.State.KeyGroupEnd != 127 || ack.ExecutionID != "sum-0" {
 				t.Fatalf("ack %+v state %+v, want the state at %s for key groups 0..127", ack, ack.State, wantKey)
@@ -307,10 +323,10 @@ func TestAlignmentSnapshotAndRestore(t *testing.T) {
 			w := writer(t, m, "in2", 0, 1, jobgraph.Forward)
 			must(t, w.Write(ctx, keyed("a", "b", "c")))
 			must(t, w.Finish(ctx))
-			// The collect sink's records before the barrier come back with
-			// the restored task's: its output is what an uninterrupted
-			// run's would be, each record once.
-			if got, want := collected(run2.wait(t)), []string{"a\t1", "a\t2", "a\t3", "a\t4", "b\t1", "b\t2", "b\t3", "c\t1"}; !slices.Equal(got, want) {
+			// The restored task collects only what follows the barrier:
+			// with ack 1's records, the output is an uninterrupted run's,
+			// each record once.
+			if got, want := collected(run2.wait(t), ack), []string{"a\t1", "a\t2", "a\t3", "a\t4", "b\t1", "b\t2", "b\t3", "c\t1"}; !slices.Equal(got, want) {
 				t.Fatalf("after restore: %q, want %q", got, want)
 			}
 		})
@@ -1004,7 +1020,8 @@ func TestTriggersAtTheEdges(t *testing.T) {
 		t.Fatalf("ack 2 position %+v", a.Source)
 	}
 	close(splits.ch)
-	if got := collected(run.wait(t)); !slices.Equal(got, []string{"x", "y"}) {
+	a2, _ := acks.ack(2)
+	if got := collected(run.wait(t), a2); !slices.Equal(got, []string{"x", "y"}) {
 		t.Fatalf("collected %q", got)
 	}
 	if err := ctl.Trigger(checkpoint.Trigger{ID: 3}); !errors.Is(err, ErrEnded) {

@@ -100,9 +100,11 @@ type Deps struct {
 type Result struct {
 	// Accumulators are the guest's counters.
 	Accumulators map[string]int64
-	// Collected are the values of the records that reached a collect sink,
-	// copied, in the order they arrived.
-	Collected [][]byte
+	// Collected are the values of the records that reached a collect sink
+	// and that no checkpoint acknowledgement carried, copied, in the order
+	// they arrived; CollectedFrom is the task's index of the first.
+	Collected     [][]byte
+	CollectedFrom int64
 	// SinkParts are the file-sink parts (uploaded under their pending keys)
 	// that no completed checkpoint covered: the JobMaster commits them when
 	// the whole job has finished.
@@ -145,10 +147,8 @@ type task struct {
 	gates   []*exchange.InputGate
 	writers []*exchange.ResultWriter
 
-	collected [][]byte
-	collBytes int
-	emitted   int64  // records the chain's tail emitted
-	collArena []byte // the collected values are copied into chunks of it
+	collected collector
+	emitted   int64 // records the chain's tail emitted
 	emitCtx   context.Context
 	met       *Metrics // nil: metrics off
 
@@ -238,7 +238,7 @@ func Run(ctx context.Context, spec Spec, deps Deps) (res Result, err error) {
 	if res.SinkParts, err = t.finishCheckpoints(ctx); err != nil {
 		return Result{}, failed(ctx, err)
 	}
-	res.Collected = t.collected
+	res.Collected, res.CollectedFrom = t.collected.all()
 	if t.inst != nil {
 		res.Accumulators = t.inst.Counters()
 	} else {
@@ -397,16 +397,9 @@ func (t *task) emit(recs []abi.Record) error {
 		return nil
 	}
 	if t.collectEnd {
-		before := t.collBytes
-		for i := range recs {
-			t.collBytes += len(recs[i].Value)
-			if t.collBytes > MaxCollectBytes {
-				return fmt.Errorf("%w: the collect sink of task %s received more than %d bytes; write large results with a file sink", ErrCollectTooLarge, t.spec.ExecutionID, MaxCollectBytes)
-			}
-			t.collected = append(t.collected, t.keep(recs[i].Value))
-		}
-		t.met.addOut(0, t.collBytes-before)
-		return nil
+		n, err := t.collected.add(t.spec.ExecutionID, recs)
+		t.met.addOut(0, n)
+		return err
 	}
 	for _, w := range t.writers {
 		if err := w.Write(t.emitCtx, recs); err != nil {
@@ -414,21 +407,6 @@ func (t *task) emit(recs []abi.Record) error {
 		}
 	}
 	return nil
-}
-
-// keep copies a collected value into the arena: one allocation per chunk
-// instead of one per record.
-func (t *task) keep(v []byte) []byte {
-	const chunk = 64 << 10
-	if cap(t.collArena)-len(t.collArena) < len(v) {
-		if len(v) > chunk/4 {
-			return append([]byte(nil), v...)
-		}
-		t.collArena = make([]byte, 0, chunk)
-	}
-	start := len(t.collArena)
-	t.collArena = append(t.collArena, v...)
-	return t.collArena[start:len(t.collArena):len(t.collArena)]
 }
 
 // process hands one batch to the chain's head. enc, when not nil, is recs

@@ -1,19 +1,23 @@
 package auth
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
-
-	"github.com/bytedance/sonic"
 
 	"github.com/sluicehq/sluice/blob"
 )
@@ -50,6 +54,9 @@ type Tenant struct {
 	// tokens; several allow rotation.
 	TokenSHA256 []string `json:"token_sha256"`
 	Quotas      Quotas   `json:"quotas"`
+	// Policy is what the tenant's jobs may ask for (config keys, a
+	// checkpoint interval floor, connectors and their hosts).
+	Policy Policy `json:"policy"`
 }
 
 // File is the tenants file: {"tenants": [...]}.
@@ -57,9 +64,16 @@ type File struct {
 	Tenants []Tenant `json:"tenants"`
 }
 
-// Tenants answers which tenant a token belongs to. It is immutable and safe
-// for concurrent use.
+// Tenants answers which tenant a token belongs to. It is safe for
+// concurrent use: every read sees one whole set of tenants, and Replace
+// swaps in another at once (an atomic pointer, no lock), so a reloaded
+// file reaches every holder of this *Tenants without a restart.
 type Tenants struct {
+	cur atomic.Pointer[tenantSet]
+}
+
+// tenantSet is one parsed tenants file; it never changes.
+type tenantSet struct {
 	byName map[string]Tenant
 	hashes []tokenHash
 }
@@ -73,6 +87,10 @@ type tokenHash struct {
 var ErrUnknownToken = errors.New("unknown token")
 
 // LoadTenants reads and parses a tenants file.
+//
+// # Errors
+//
+// As ParseTenants, with the path; or the file cannot be read.
 func LoadTenants(path string) (*Tenants, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -85,47 +103,108 @@ func LoadTenants(path string) (*Tenants, error) {
 	return t, nil
 }
 
-// ParseTenants parses the JSON of a tenants file.
+// ParseTenants parses the JSON of a tenants file. The whole file is
+// checked before anything is returned, so a caller replacing a running
+// set with it changes nothing when it fails.
 //
 // # Errors
 //
-// Malformed JSON, a tenant name that is not a DNS label (blob.ValidateTenant),
-// a name twice, a hash that is not 64 hex digits, the same hash for two
-// tenants, a negative quota.
+// Malformed JSON or a field the format does not have (with its line and
+// column), a tenant name that is not a DNS label (blob.ValidateTenant), a
+// name twice, a hash that is not 64 hex digits, the same hash for two
+// tenants, a negative quota, a policy entry that names no config key,
+// connector or host pattern (Policy). Each names the tenant.
 func ParseTenants(b []byte) (*Tenants, error) {
-	var f File
-	if err := sonic.ConfigStd.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("parse: %w", err)
+	f, err := decodeFile(b)
+	if err != nil {
+		return nil, err
 	}
-	t := &Tenants{byName: map[string]Tenant{}}
+	set := &tenantSet{byName: map[string]Tenant{}}
 	owner := map[[sha256.Size]byte]string{}
 	for i, tn := range f.Tenants {
 		if err := blob.ValidateTenant(tn.Name); err != nil {
-			return nil, fmt.Errorf("tenant %d: %w", i, err)
+			return nil, fmt.Errorf("tenant %d: %w", i+1, err)
 		}
-		if _, dup := t.byName[tn.Name]; dup {
-			return nil, fmt.Errorf("tenant %q listed twice", tn.Name)
+		if _, dup := set.byName[tn.Name]; dup {
+			return nil, fmt.Errorf("tenant %q listed twice: merge its entries (token_sha256 takes several hashes)", tn.Name)
 		}
 		q := tn.Quotas
 		if q.Slots < 0 || q.RunningJobs < 0 || q.ModuleBytes < 0 || q.MemoryBytes < 0 || q.CallTimeoutMs < 0 || q.StateBytes < 0 {
 			return nil, fmt.Errorf("tenant %q: quotas must be 0 (no limit) or more", tn.Name)
 		}
+		if err := tn.Policy.validate(); err != nil {
+			return nil, fmt.Errorf("tenant %q: policy: %w", tn.Name, err)
+		}
 		for _, h := range tn.TokenSHA256 {
 			raw, err := hex.DecodeString(strings.ToLower(h))
 			if err != nil || len(raw) != sha256.Size {
-				return nil, fmt.Errorf("tenant %q: token_sha256 %q is not 64 hex digits", tn.Name, h)
+				return nil, fmt.Errorf("tenant %q: token_sha256 %q is not 64 hex digits: store the hash sluice tenant add prints, not the token", tn.Name, h)
 			}
 			var sum [sha256.Size]byte
 			copy(sum[:], raw)
 			if o, dup := owner[sum]; dup {
-				return nil, fmt.Errorf("tenants %q and %q share a token hash", o, tn.Name)
+				return nil, fmt.Errorf("tenants %q and %q share a token hash: give each its own token", o, tn.Name)
 			}
 			owner[sum] = tn.Name
-			t.hashes = append(t.hashes, tokenHash{sum: sum, tenant: tn.Name})
+			set.hashes = append(set.hashes, tokenHash{sum: sum, tenant: tn.Name})
 		}
-		t.byName[tn.Name] = tn
+		set.byName[tn.Name] = tn
 	}
+	t := &Tenants{}
+	t.cur.Store(set)
 	return t, nil
+}
+
+// decodeFile decodes a tenants file strictly: a misspelt field would
+// otherwise vanish, and in a policy that widens what a tenant may do. It
+// uses encoding/json, whose errors carry the offset the message turns
+// into a line and column (the file is small and read rarely).
+func decodeFile(b []byte) (File, error) {
+	var f File
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&f)
+	if err == nil && dec.More() {
+		err = errors.New("more than one JSON value: the file is one object, {\"tenants\": [...]}")
+	}
+	if err == nil {
+		return f, nil
+	}
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return File{}, fmt.Errorf("%s: %w", position(b, syn.Offset), err)
+	case errors.As(err, &typ):
+		return File{}, fmt.Errorf("%s: field %s: want a JSON %s, not %s", position(b, typ.Offset), typ.Field, typ.Type, typ.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return File{}, errors.New("the file ends before its JSON does: want {\"tenants\": [...]}")
+	}
+	// encoding/json gives an unknown field no offset: its first
+	// occurrence locates it well enough.
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if i := bytes.Index(b, []byte(name)); i >= 0 {
+			return File{}, fmt.Errorf("%s: unknown field %s: see docs/SECURITY.md for the fields of the tenants file", position(b, int64(i)), name)
+		}
+	}
+	return File{}, fmt.Errorf("parse: %w", err)
+}
+
+// position is "line L, column C" of byte offset off of b (both from 1).
+func position(b []byte, off int64) string {
+	off = min(max(off, 0), int64(len(b)))
+	before := b[:off]
+	line := bytes.Count(before, []byte("\n")) + 1
+	col := len(before) - bytes.LastIndexByte(before, '\n')
+	return fmt.Sprintf("line %d, column %d", line, col)
+}
+
+// set is the current tenant set; nil for a nil or zero Tenants.
+func (t *Tenants) set() *tenantSet {
+	if t == nil {
+		return nil
+	}
+	return t.cur.Load()
 }
 
 // Lookup returns the tenant holding token. Every stored hash is compared, in
@@ -135,9 +214,13 @@ func ParseTenants(b []byte) (*Tenants, error) {
 //
 // ErrUnknownToken.
 func (t *Tenants) Lookup(token string) (Tenant, error) {
+	s := t.set()
+	if s == nil {
+		return Tenant{}, ErrUnknownToken
+	}
 	sum := sha256.Sum256([]byte(token))
 	found := ""
-	for _, h := range t.hashes {
+	for _, h := range s.hashes {
 		if subtle.ConstantTimeCompare(sum[:], h.sum[:]) == 1 {
 			found = h.tenant
 		}
@@ -145,15 +228,81 @@ func (t *Tenants) Lookup(token string) (Tenant, error) {
 	if found == "" {
 		return Tenant{}, ErrUnknownToken
 	}
-	return t.byName[found], nil
+	return s.byName[found], nil
 }
 
 // Quotas returns the quotas of tenant (zero for an unknown one).
 func (t *Tenants) Quotas(tenant string) Quotas {
-	if t == nil {
-		return Quotas{}
+	if s := t.set(); s != nil {
+		return s.byName[tenant].Quotas
 	}
-	return t.byName[tenant].Quotas
+	return Quotas{}
+}
+
+// Policy returns the policy of tenant (the zero, default Policy for an
+// unknown one).
+func (t *Tenants) Policy(tenant string) Policy {
+	if s := t.set(); s != nil {
+		return s.byName[tenant].Policy
+	}
+	return Policy{}
+}
+
+// Names returns the names of the tenants, sorted.
+func (t *Tenants) Names() []string {
+	s := t.set()
+	if s == nil {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(s.byName))
+}
+
+// Changes is what Replace changed, each list sorted.
+type Changes struct {
+	// Added and Removed are the tenants only the new set and only the old
+	// set hold.
+	Added, Removed []string
+	// Changed are the tenants in both whose tokens, quotas or policy
+	// differ.
+	Changed []string
+}
+
+// Replace makes next's tenants the current ones, for every holder of t,
+// at once: a call authenticated after Replace returns sees only next's
+// tokens, quotas and policies. It returns what changed. Jobs already
+// running are the caller's to judge (a removed tenant's are cancelled by
+// the JobManager).
+//
+// # Errors
+//
+// An error when t or next is nil or holds no tenant set (a zero Tenants).
+func (t *Tenants) Replace(next *Tenants) (Changes, error) {
+	ns := next.set()
+	if t == nil || ns == nil {
+		return Changes{}, errors.New("replace tenants: no tenant set")
+	}
+	old := t.cur.Swap(ns)
+	var c Changes
+	for _, name := range slices.Sorted(maps.Keys(ns.byName)) {
+		o, ok := old.byName[name]
+		switch {
+		case !ok:
+			c.Added = append(c.Added, name)
+		case !sameTenant(o, ns.byName[name]):
+			c.Changed = append(c.Changed, name)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(old.byName)) {
+		if _, ok := ns.byName[name]; !ok {
+			c.Removed = append(c.Removed, name)
+		}
+	}
+	return c, nil
+}
+
+// sameTenant compares two entries of one tenant.
+func sameTenant(a, b Tenant) bool {
+	return slices.Equal(a.TokenSHA256, b.TokenSHA256) && a.Quotas == b.Quotas && a.Policy.equal(b.Policy)
 }
 
 // NewToken returns a new random token: TokenPrefix and 32 bytes from

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -77,4 +78,84 @@ func TestSecretProofs(t *testing.T) {
 	if !open.CheckRPC("") || open.RPCProof() != "" || open.DataToken() != nil {
 		t.Fatal("nil secret is not open")
 	}
+}
+
+func TestReplaceSwapsEveryHolder(t *testing.T) {
+	ta, tb, tc := NewToken(), NewToken(), NewToken()
+	live, err := ParseTenants([]byte(`{"tenants":[{"name":"a","token_sha256":["` + HashToken(ta) + `"]},{"name":"b","token_sha256":["` + HashToken(tb) + `"],"quotas":{"slots":1}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := live // what the RPC auth and the dispatcher keep
+	next, err := ParseTenants([]byte(`{"tenants":[{"name":"b","token_sha256":["` + HashToken(tb) + `"],"quotas":{"slots":2}},{"name":"c","token_sha256":["` + HashToken(tc) + `"]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := live.Replace(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ch.Added, []string{"c"}) || !slices.Equal(ch.Removed, []string{"a"}) || !slices.Equal(ch.Changed, []string{"b"}) {
+		t.Errorf("changes %+v", ch)
+	}
+	if _, err := holder.Lookup(ta); err != ErrUnknownToken {
+		t.Errorf("removed tenant's token: %v", err)
+	}
+	if got, err := holder.Lookup(tc); err != nil || got.Name != "c" {
+		t.Errorf("added tenant's token: %q %v", got.Name, err)
+	}
+	if q := holder.Quotas("b"); q.Slots != 2 {
+		t.Errorf("b's new quota: %+v", q)
+	}
+	if !slices.Equal(holder.Names(), []string{"b", "c"}) {
+		t.Errorf("names %v", holder.Names())
+	}
+	if _, err := live.Replace(nil); err == nil {
+		t.Error("replaced with nil")
+	}
+	if _, err := live.Replace(&Tenants{}); err == nil {
+		t.Error("replaced with a zero Tenants")
+	}
+	if got, err := holder.Lookup(tb); err != nil || got.Name != "b" {
+		t.Errorf("after refused replaces: %q %v", got.Name, err)
+	}
+}
+
+func TestParseTenantsSaysWhere(t *testing.T) {
+	for f, want := range map[string]string{
+		"{\"tenants\": [\n  {\"name\": \"a\",,}\n]}":                 "line 2, column",
+		"{\"tenants\": [\n  {\"name\": \"a\"},\n  {\"name\": 7}\n]}": "line 3, column",
+		"{\"tenants\": [\n  {\"name\": \"a\", \"quotaz\": {}}]}":     "line 2, column 17: unknown field \"quotaz\"",
+		"{\"tenants\": [":      "ends before",
+		"{\"tenants\": []} {}": "more than one",
+		"{\"tenants\": [{\"name\": \"a\"}, {\"name\": \"B\"}]}": "tenant 2",
+	} {
+		if _, err := ParseTenants([]byte(f)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", f, err, want)
+		}
+	}
+}
+
+// FuzzParseTenants: the tenants file is outside input read on every reload;
+// it never panics, and what it accepts answers for every tenant it lists.
+func FuzzParseTenants(f *testing.F) {
+	f.Add([]byte(`{"tenants":[{"name":"a","token_sha256":["` + HashToken("x") + `"],"quotas":{"slots":4},"policy":{"config_keys":["sandbox.clock=wall","execution.checkpointing.*"],"min_checkpoint_interval_ms":1000,"connectors":["text"],"connector_hosts":["*.example.com:9092"]}}]}`))
+	f.Add([]byte(`{"tenants":[{"name":"a"},{"name":"b","policy":{"config_keys":["*"]}}]}`))
+	f.Add([]byte(`{"tenants":[`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ts, err := ParseTenants(b)
+		if err != nil {
+			return
+		}
+		for _, n := range ts.Names() {
+			p := ts.Policy(n)
+			if err := p.validate(); err != nil {
+				t.Fatalf("accepted policy of %q fails validation: %v", n, err)
+			}
+			_ = p.CheckHost("a.example.com:9092")
+		}
+		if _, err := ParseTenants(b); err != nil {
+			t.Fatalf("second parse: %v", err)
+		}
+	})
 }

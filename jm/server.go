@@ -82,8 +82,9 @@ type Config struct {
 	// MaxFrameSize bounds one RPC message; default the larger of
 	// rpcserver.DefaultMaxFrameSize and ModuleSizeLimit + 1 MiB.
 	MaxFrameSize int
-	// Tenants holds the tenants, their token hashes and quotas. Nil means
-	// an open JobManager: every client is the default tenant.
+	// Tenants holds the tenants, their token hashes, quotas and policies.
+	// Nil means an open JobManager: every client is the default tenant.
+	// ReloadTenants replaces its contents while the server runs.
 	Tenants *auth.Tenants
 	// Secret is the cluster secret TaskManagers must prove; its proof also
 	// goes with every call to a TaskManager. Nil means any TaskManager may
@@ -215,6 +216,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		CancelTimeout:       cfg.CancelTimeout,
 		RPCTimeout:          cfg.RPCTimeout,
 		Quotas:              quotasOf(cfg.Tenants),
+		Policy:              policyOf(cfg.Tenants),
 		JobStarted: func(m control.ModuleRef) {
 			s.goWarm(nil, func() []control.ModuleRef { return []control.ModuleRef{m} })
 		},

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/blob"
+	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/jobconfig"
@@ -96,6 +97,9 @@ type Config struct {
 	RPCTimeout    time.Duration
 	// Quotas returns a tenant's quotas; nil means none.
 	Quotas func(tenant string) Quotas
+	// Policy returns what a tenant's jobs may ask for (checkPolicy); nil
+	// means the zero auth.Policy for every tenant.
+	Policy func(tenant string) auth.Policy
 	// JobStarted, when set, is told the module of every job submitted. It
 	// is called with the Dispatcher's lock held: it must return at once
 	// and not call the Dispatcher.
@@ -260,6 +264,9 @@ func (d *Dispatcher) UploadModule(ctx context.Context, tenant string, wasm []byt
 //   - ErrNotFound / ErrPermissionDenied: an input path names nothing / a
 //     foreign tenant's data; ErrNotFound: no such savepoint or retained
 //     checkpoint of the tenant.
+//   - ErrPermissionDenied: a config setting or connector the tenant's
+//     policy does not allow (checkPolicy), whether the job starts fresh,
+//     from a savepoint or checkpoint, or is a rescale's new job.
 func (d *Dispatcher) SubmitJob(ctx context.Context, tenant string, s Submission) (string, error) {
 	if err := blob.ValidateDigest(s.ModuleDigest); err != nil {
 		return "", rpcerr.Errorf(rpcerr.ErrInvalidArgument, "module digest %q: want the \"sha256-<hex>\" UploadModule returned", s.ModuleDigest)
@@ -293,6 +300,9 @@ func (d *Dispatcher) SubmitJob(ctx context.Context, tenant string, s Submission)
 		return "", err
 	}
 	if err := jobgraph.Validate(g, p, d.cfg.MaxParallelismLimit); err != nil {
+		return "", err
+	}
+	if err := d.checkPolicy(tenant, s.Config, conf, g); err != nil {
 		return "", err
 	}
 	need := 0

@@ -33,11 +33,12 @@ func (d *Dispatcher) JobSpec(ctx context.Context, tenant, id string) (JobSpec, e
 }
 
 // CheckRescale makes the checks of Rescale that need no savepoint: the
-// job exists and parallelism fits it. Nothing changes.
+// job exists, parallelism fits it, and the tenant's policy still allows
+// its config and connectors. Nothing changes.
 //
 // # Errors
 //
-// As Rescale's first two.
+// As Rescale's first three.
 func (d *Dispatcher) CheckRescale(ctx context.Context, tenant, id string, parallelism int) error {
 	jm, err := d.job(tenant, id)
 	if err != nil {
@@ -54,7 +55,12 @@ func (d *Dispatcher) CheckRescale(ctx context.Context, tenant, id string, parall
 	if d.cfg.MaxJobSlots > 0 && parallelism > d.cfg.MaxJobSlots {
 		return rpcerr.Errorf(rpcerr.ErrInvalidArgument, "parallelism %d: above the cluster's limit of %d slots per job", parallelism, d.cfg.MaxJobSlots)
 	}
-	return nil
+	// The policy may have changed since the job started: a job it now
+	// refuses must not be stopped for a new one that cannot start.
+	d.mu.Lock()
+	sub := d.subs[id]
+	d.mu.Unlock()
+	return d.checkPolicy(tenant, sub.Config, spec.Config, spec.Graph)
 }
 
 // Rescaled is the outcome of Rescale: the savepoint the old job stopped
@@ -76,6 +82,8 @@ type Rescaled struct {
 //   - ErrJobNotFound.
 //   - ErrInvalidArgument: parallelism out of [1, the job's max
 //     parallelism], or a graph that is invalid at it.
+//   - ErrPermissionDenied: the tenant's policy no longer allows the job's
+//     config or connectors (the job keeps running).
 //   - As TriggerSavepoint (the job keeps running then).
 //   - ErrFailedPrecondition when the job ended otherwise than FINISHED
 //     after its savepoint; the savepoint stays, to resume from by hand.

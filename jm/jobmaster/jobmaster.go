@@ -190,7 +190,10 @@ type (
 	evLost struct {
 		l resourcemanager.Lost
 	}
-	evCancel        struct{ reply chan error }
+	evCancel struct {
+		reply  chan error
+		reason string // why, when not the tenant's own request; "" otherwise
+	}
 	evCancelTimeout struct{ attempt int64 }
 	evUnreachable   struct {
 		attempt    int64
@@ -435,9 +438,14 @@ func (jm *JobMaster) endedError() error {
 
 // Cancel asks the job to cancel. It returns once the request is taken; wait
 // for CANCELED with Wait. Canceling a job that has ended is not an error.
-func (jm *JobMaster) Cancel(ctx context.Context) error {
+func (jm *JobMaster) Cancel(ctx context.Context) error { return jm.CancelBecause(ctx, "") }
+
+// CancelBecause is Cancel for a reason that is not the tenant's own
+// request (its tenant was removed, say): a live job keeps reason in its
+// History, where sluice status and the REST exceptions show it.
+func (jm *JobMaster) CancelBecause(ctx context.Context, reason string) error {
 	reply := make(chan error, 1)
-	if !jm.send(evCancel{reply: reply}) {
+	if !jm.send(evCancel{reply: reply, reason: reason}) {
 		return nil
 	}
 	select {
@@ -624,6 +632,10 @@ func (jm *JobMaster) handle(ev any) {
 	case evLost:
 		jm.onLost(ev.l)
 	case evCancel:
+		if ev.reason != "" && !jm.state.Terminal() && jm.state != Cancelling {
+			jm.log.Info("canceling", "reason", ev.reason)
+			jm.noteFailure(ev.reason)
+		}
 		jm.onCancel()
 		ev.reply <- nil
 	case evCancelTimeout:

@@ -30,7 +30,12 @@ func newJMCmd() *cobra.Command {
 		Long: `Run a JobManager. It prints the address it bound on stdout
 ("jobmanager listening on HOST:PORT"), so --listen 127.0.0.1:0 works. With
 --rest-listen it serves the REST API there too (docs/REST.md) and prints
-"rest api listening on HOST:PORT".`,
+"rest api listening on HOST:PORT".
+
+SIGHUP reloads the --tenants file (docs/OPERATIONS.md): new tenants and
+revoked tokens take effect at once, quota and policy changes apply to new
+submissions, a removed tenant's running jobs are canceled, and a file that
+does not parse changes nothing (the log says what is wrong and where).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := logger(cmd, slog.LevelInfo)
@@ -71,6 +76,9 @@ func newJMCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// Before the address is printed: whoever reads it may send
+			// SIGHUP at once, and unhandled it ends the process.
+			waitReload := reloadTenantsOnHangup(ctx, log, tenantsFile, srv)
 			fmt.Fprintf(cmd.OutOrStdout(), "jobmanager listening on %s\n", srv.Addr())
 			if a := srv.RESTAddr(); a != "" {
 				fmt.Fprintf(cmd.OutOrStdout(), "rest api listening on %s\n", a)
@@ -90,6 +98,7 @@ func newJMCmd() *cobra.Command {
 				}
 			}
 			<-ctx.Done()
+			waitReload()
 			log.Info("shutting down")
 			return srv.Close()
 		},
@@ -104,7 +113,7 @@ func newJMCmd() *cobra.Command {
 	cmd.Flags().IntVar(&restartAttempts, "restart-attempts", 0, "restarts of a failed job, for jobs that set no restart-strategy in their config")
 	cmd.Flags().DurationVar(&restartDelay, "restart-delay", time.Second, "delay before each restart")
 	metricsFlag(cmd, &metricsListen)
-	cmd.Flags().StringVar(&tenantsFile, "tenants", "", "tenants file (JSON, see docs/SECURITY.md); without it every client is tenant \"default\" and needs no token")
+	cmd.Flags().StringVar(&tenantsFile, "tenants", "", "tenants file (JSON, see docs/SECURITY.md), reloaded on SIGHUP; without it every client is tenant \"default\" and needs no token")
 	secretFlag(cmd, &secretFile)
 	return cmd
 }

@@ -186,6 +186,15 @@ func (p *Proc) Freeze(t testing.TB) {
 	t.Cleanup(func() { p.cmd.Process.Signal(syscall.SIGCONT) })
 }
 
+// Signal sends sig to the process (SIGHUP to reload a JobManager's
+// tenants file, say).
+func (p *Proc) Signal(t testing.TB, sig os.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal %v to %s: %v", sig, p.Name, err)
+	}
+}
+
 // Stderr returns what the process wrote to stderr so far (its log).
 func (p *Proc) Stderr() string { return p.stderr.String() }
 

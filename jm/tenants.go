@@ -36,7 +36,6 @@ func (s *Server) ReloadTenants(ctx context.Context, next *auth.Tenants) (auth.Ch
 	if err != nil {
 		return auth.Changes{}, fmt.Errorf("reload tenants: %w", err)
 	}
-	s.log.Info("tenants reloaded", "tenants", len(s.cfg.Tenants.Names()), "added", ch.Added, "removed", ch.Removed, "changed", ch.Changed)
 	for _, t := range ch.Removed {
 		ids, err := s.d.CancelTenantJobs(ctx, t, RemovedTenantReason(t))
 		if len(ids) > 0 {

@@ -50,5 +50,5 @@ func reloadTenants(ctx context.Context, log *slog.Logger, path string, srv *jm.S
 		log.Error("tenants file reload failed", "file", path, "err", err)
 		return
 	}
-	log.Info("tenants file reloaded", "file", path, "added", ch.Added, "removed", ch.Removed, "changed", ch.Changed)
+	log.Info("tenants file reloaded", "file", path, "tenants", len(next.Names()), "added", ch.Added, "removed", ch.Removed, "changed", ch.Changed)
 }

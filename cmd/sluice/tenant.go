@@ -32,7 +32,8 @@ func newTenantAddCmd() *cobra.Command {
 once on stdout ("token: slc_…"); only its SHA-256 goes into the tenants file.
 With --file the entry is written into FILE (created if missing; an existing
 tenant gets one more token and keeps its quotas); without it the JSON entry
-to add under "tenants" is printed. Restart the JobManager to load the file.`,
+to add under "tenants" is printed. Send the JobManager SIGHUP to load the file
+(docs/OPERATIONS.md); no restart is needed.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
@@ -54,7 +55,7 @@ to add under "tenants" is printed. Restart the JobManager to load the file.`,
 			if err := addToFile(file, entry); err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "tenant %q written to %s; restart the JobManager to load it\n", name, file)
+			fmt.Fprintf(out, "tenant %q written to %s; send the JobManager SIGHUP to load it (kill -HUP PID)\n", name, file)
 			return nil
 		},
 	}

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -158,4 +159,25 @@ func FuzzParseTenants(f *testing.F) {
 			t.Fatalf("second parse: %v", err)
 		}
 	})
+}
+
+// TestSecurityDocExampleParses keeps the tenants file of docs/SECURITY.md
+// true: its example is accepted, policy and all.
+func TestSecurityDocExampleParses(t *testing.T) {
+	b, err := os.ReadFile("../../docs/SECURITY.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "reads the tenants file, JSON:\n\n```json\n")
+	example, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/SECURITY.md has no tenants file example")
+	}
+	ts, err := ParseTenants([]byte(example))
+	if err != nil {
+		t.Fatalf("the example of docs/SECURITY.md: %v", err)
+	}
+	if p := ts.Policy("analytics"); len(p.ConfigKeys) == 0 || len(p.ConnectorHosts) == 0 {
+		t.Fatalf("the example's policy: %+v", p)
+	}
 }

@@ -160,11 +160,24 @@ func TestReloadTenantsOverKitex(t *testing.T) {
 }
 
 // TestReloadTenantsOfAnOpenCluster: a JobManager started without tenants
-// stays open; a reload says how to close it.
+// has no policy (the wall clock is allowed) and stays open; a reload says
+// how to close it.
 func TestReloadTenantsOfAnOpenCluster(t *testing.T) {
-	s := startJM(t, func(c *jm.Config) { c.Planner = graphPlanner{reduceP: 1} })
-	_, err := s.ReloadTenants(context.Background(), testTenants(t, auth.Quotas{}))
+	s := startJM(t, func(c *jm.Config) { c.Planner = graphPlanner{reduceP: 1}; c.CancelTimeout = 5 * time.Second })
+	ctx := context.Background()
+	_, err := s.ReloadTenants(ctx, testTenants(t, auth.Quotas{}))
 	if err == nil || !strings.Contains(err.Error(), "restart it with --tenants") {
 		t.Fatalf("reload of an open cluster: %v", err)
 	}
+	dc := tokenClient(s.Addr(), "")
+	up, err := dc.UploadModule(ctx, &dispatcher.UploadModuleRequest{Module: fakeWasm})
+	if err != nil {
+		t.Fatal(rpcserver.FromCall(err))
+	}
+	sub, err := dc.SubmitJob(ctx, &dispatcher.SubmitJobRequest{ModuleDigest: up.Digest, Args_: []string{"tenants/default/modules/"}, Config: map[string]string{"sandbox.clock": "wall"}})
+	if err != nil {
+		t.Fatalf("the wall clock on an open cluster: %v", rpcserver.FromCall(err))
+	}
+	dc.CancelJob(ctx, sub.JobId)
+	dc.WaitJob(ctx, &dispatcher.WaitJobRequest{JobId: sub.JobId, TimeoutMs: 10_000})
 }

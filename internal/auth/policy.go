@@ -210,7 +210,7 @@ func validateConfigEntry(e string, known map[string]bool) error {
 				return nil
 			}
 		}
-		return fmt.Errorf("no config key starts with %q (sluice config lists them)", prefix+".")
+		return fmt.Errorf("no config key starts with %q (README.md lists the job config keys)", prefix+".")
 	}
 	k, v, hasValue := strings.Cut(e, "=")
 	if !known[k] {

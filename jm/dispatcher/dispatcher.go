@@ -98,7 +98,8 @@ type Config struct {
 	// Quotas returns a tenant's quotas; nil means none.
 	Quotas func(tenant string) Quotas
 	// Policy returns what a tenant's jobs may ask for (checkPolicy); nil
-	// means the zero auth.Policy for every tenant.
+	// means no policy at all (an open cluster: even the privileged
+	// settings are allowed).
 	Policy func(tenant string) auth.Policy
 	// JobStarted, when set, is told the module of every job submitted. It
 	// is called with the Dispatcher's lock held: it must return at once

@@ -121,6 +121,7 @@ func ParseTenants(b []byte) (*Tenants, error) {
 	}
 	set := &tenantSet{byName: map[string]Tenant{}}
 	owner := map[[sha256.Size]byte]string{}
+	known := configKeys()
 	for i, tn := range f.Tenants {
 		if err := blob.ValidateTenant(tn.Name); err != nil {
 			return nil, fmt.Errorf("tenant %d: %w", i+1, err)
@@ -132,7 +133,7 @@ func ParseTenants(b []byte) (*Tenants, error) {
 		if q.Slots < 0 || q.RunningJobs < 0 || q.ModuleBytes < 0 || q.MemoryBytes < 0 || q.CallTimeoutMs < 0 || q.StateBytes < 0 {
 			return nil, fmt.Errorf("tenant %q: quotas must be 0 (no limit) or more", tn.Name)
 		}
-		if err := tn.Policy.validate(); err != nil {
+		if err := tn.Policy.validate(known); err != nil {
 			return nil, fmt.Errorf("tenant %q: policy: %w", tn.Name, err)
 		}
 		for _, h := range tn.TokenSHA256 {

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"fmt"
 	"os"
 	"regexp"
 	"slices"
@@ -150,7 +151,7 @@ func FuzzParseTenants(f *testing.F) {
 		}
 		for _, n := range ts.Names() {
 			p := ts.Policy(n)
-			if err := p.validate(); err != nil {
+			if err := p.validate(configKeys()); err != nil {
 				t.Fatalf("accepted policy of %q fails validation: %v", n, err)
 			}
 			_ = p.CheckHost("a.example.com:9092")
@@ -179,5 +180,60 @@ func TestSecurityDocExampleParses(t *testing.T) {
 	}
 	if p := ts.Policy("analytics"); len(p.ConfigKeys) == 0 || len(p.ConnectorHosts) == 0 {
 		t.Fatalf("the example's policy: %+v", p)
+	}
+}
+
+// tenantsFileOf is a tenants file of n tenants with one token each and a
+// policy, and the tokens.
+func tenantsFileOf(n int) ([]byte, []string) {
+	var b strings.Builder
+	toks := make([]string, n)
+	b.WriteString(`{"tenants":[`)
+	for i := range n {
+		toks[i] = NewToken()
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `{"name":"t%d","token_sha256":["%s"],"quotas":{"slots":4},"policy":{"config_keys":["execution.checkpointing.*","sandbox.clock=wall"],"connectors":["text","collect"]}}`, i, HashToken(toks[i]))
+	}
+	b.WriteString("]}")
+	return []byte(b.String()), toks
+}
+
+// BenchmarkLookup is the path every client call takes: one atomic load,
+// then every hash compared in constant time.
+func BenchmarkLookup(b *testing.B) {
+	for _, n := range []int{10, 1000} {
+		f, toks := tenantsFileOf(n)
+		ts, err := ParseTenants(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprint(n, "-tenants"), func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				if _, err := ts.Lookup(toks[i%n]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkReload is what SIGHUP costs the JobManager: parse, check and
+// swap in a file of 1000 tenants.
+func BenchmarkReload(b *testing.B) {
+	f, _ := tenantsFileOf(1000)
+	live, err := ParseTenants(f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		next, err := ParseTenants(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := live.Replace(next); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -172,13 +172,18 @@ func entryMatches(entry, key, canonicalValue string) bool {
 	return k == key && (!hasValue || canonical(k, v) == canonicalValue)
 }
 
-// validate checks every entry of the policy names something that exists,
-// so a typo is an error at load, not a silent rule.
-func (p Policy) validate() error {
+// configKeys is the set of job config key names, for validate.
+func configKeys() map[string]bool {
 	known := map[string]bool{}
 	for _, k := range jobconfig.Keys() {
 		known[k.Name] = true
 	}
+	return known
+}
+
+// validate checks every entry of the policy names something that exists,
+// so a typo is an error at load, not a silent rule. known is configKeys().
+func (p Policy) validate(known map[string]bool) error {
 	for _, e := range p.ConfigKeys {
 		if err := validateConfigEntry(e, known); err != nil {
 			return fmt.Errorf("config_keys entry %q: %w", e, err)

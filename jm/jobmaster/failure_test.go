@@ -2,6 +2,7 @@ package jobmaster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -172,9 +173,17 @@ func TestConsequencesNeverHideOrReplaceTheCause(t *testing.T) {
 		// Only once both run is the source canceled, and so answers "boom";
 		// a source not yet deployed would never be asked.
 		allRunning(t, h)
-		mu.Lock()
-		d := consumer
-		mu.Unlock()
+		// The job may show RUNNING before the gateway's hook has recorded
+		// the consumer's deployment.
+		var d control.Deployment
+		testutil.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			if d = consumer; d.ExecutionID == "" {
+				return errors.New("the consumer's deployment is not recorded yet")
+			}
+			return nil
+		})
 		if err := h.gw.reportKind(d, aborted, control.FailureConsequence); err != nil {
 			t.Fatal(err)
 		}

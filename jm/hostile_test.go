@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/internal/rpcserver"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/internal/wasmgen"
+	"github.com/sluicehq/sluice/jm/jobmaster"
 	"github.com/sluicehq/sluice/jm"
 	"github.com/sluicehq/sluice/wasmhost"
 )
@@ -27,7 +28,7 @@ import (
 // realJM starts a JobManager with the real wasm runtime (its compiled code
 // cached on disk across runs: compiling under -race is slow) and tenants
 // a (with quotasA) and b.
-func realJM(t *testing.T, quotasA auth.Quotas, rc wasmhost.RuntimeConfig) (*jm.Server, blob.Store) {
+func realJM(t *testing.T, quotasA auth.Quotas, rc wasmhost.RuntimeConfig, opts ...func(*jm.Config)) (*jm.Server, blob.Store) {
 	t.Helper()
 	cache, err := os.UserCacheDir()
 	if err != nil {
@@ -38,7 +39,14 @@ func realJM(t *testing.T, quotasA auth.Quotas, rc wasmhost.RuntimeConfig) (*jm.S
 		t.Fatal(err)
 	}
 	store := newStore(t)
-	s := startJM(t, func(c *jm.Config) { c.Blob = store; c.Runtime = rt; c.Tenants = testTenants(t, quotasA) })
+	s := startJM(t, func(c *jm.Config) {
+		c.Blob = store
+		c.Runtime = rt
+		c.Tenants = testTenants(t, quotasA)
+		for _, o := range opts {
+			o(c)
+		}
+	})
 	// Closed before the server: that cancels compiles still running, whose
 	// calls the server's graceful stop would otherwise wait for.
 	t.Cleanup(func() { rt.Close(context.Background()) })
@@ -71,12 +79,18 @@ func TestHostileModulesAreRefusedWithinBudget(t *testing.T) {
 	}
 	ctx := context.Background()
 	wordcount := buildGuest(t, "../examples/wordcount")
-	s, store := realJM(t, auth.Quotas{}, wasmhost.NewRuntimeConfig().WithCompileTimeout(time.Hour))
+	s, store := realJM(t, auth.Quotas{}, wasmhost.NewRuntimeConfig().WithCompileTimeout(time.Hour), func(c *jm.Config) {
+		// b's job waits for its slots beside a's compiles, under -race on a
+		// loaded machine.
+		c.SlotRequestTimeout = 5 * time.Minute
+	})
 	startTE(t, s.Addr(), "tm-1", 2, false)
 	// b's calls compile and plan the word count beside a's compiles, under
-	// -race on a loaded machine: they may take more than the usual 30 s.
-	// That b is not queued behind a's slow compile is what slowDone checks.
-	a, b := tokenClient(s.Addr(), tokenA), tokenClientTimeout(s.Addr(), tokenB, 5*time.Minute)
+	// -race on a loaded machine: they may take more than the usual 30 s,
+	// and a's slow upload must not time out on the client before b's job
+	// is done. That b is not queued behind a's slow compile is what
+	// slowDone checks.
+	a, b := tokenClientTimeout(s.Addr(), tokenA, 10*time.Minute), tokenClientTimeout(s.Addr(), tokenB, 5*time.Minute)
 	body := "the quick brown fox\n"
 	if err := store.Put(ctx, "tenants/b/books/a.txt", strings.NewReader(body), int64(len(body))); err != nil {
 		t.Fatal(err)
@@ -129,7 +143,13 @@ func TestHostileModulesAreRefusedWithinBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(rpcserver.FromCall(err))
 	}
-	res, err := b.WaitJob(ctx, &dispatcher.WaitJobRequest{JobId: sub.JobId, TimeoutMs: 60_000})
+	var res *dispatcher.JobResult_
+	for deadline := time.Now().Add(5 * time.Minute); ; {
+		res, err = b.WaitJob(ctx, &dispatcher.WaitJobRequest{JobId: sub.JobId, TimeoutMs: 60_000})
+		if err != nil || jobmaster.JobState(res.Details.Summary.State).Terminal() || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil || res.Details.Summary.State != "FINISHED" {
 		t.Fatalf("b's job: %+v %v", res.GetDetails(), rpcserver.FromCall(err))
 	}

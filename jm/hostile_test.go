@@ -20,8 +20,8 @@ import (
 	"github.com/sluicehq/sluice/internal/rpcserver"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/internal/wasmgen"
-	"github.com/sluicehq/sluice/jm/jobmaster"
 	"github.com/sluicehq/sluice/jm"
+	"github.com/sluicehq/sluice/jm/jobmaster"
 	"github.com/sluicehq/sluice/wasmhost"
 )
 

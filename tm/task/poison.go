@@ -129,7 +129,9 @@ func (t *task) newPoison() error {
 }
 
 // dropping reports whether the task skips or dead-letters.
-func (p *poison) dropsRecords() bool { return p != nil && p.policy != jobgraph.PoisonFail && p.policy != "" }
+func (p *poison) dropsRecords() bool {
+	return p != nil && p.policy != jobgraph.PoisonFail && p.policy != ""
+}
 
 // guestEmit is the guest's Emit: output is dropped while replaying, held
 // during a process call that may trap, passed on otherwise.

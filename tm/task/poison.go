@@ -128,7 +128,7 @@ func (t *task) newPoison() error {
 	return nil
 }
 
-// dropping reports whether the task skips or dead-letters.
+// dropsRecords reports whether the task skips or dead-letters.
 func (p *poison) dropsRecords() bool {
 	return p != nil && p.policy != jobgraph.PoisonFail && p.policy != ""
 }
@@ -487,8 +487,11 @@ func (t *task) counters() map[string]int64 {
 // accumulators are counters plus the poison counts, for the Result.
 func (t *task) accumulators() map[string]int64 {
 	out := t.counters()
-	if p := t.pz; p.dropsRecords() {
+	// The policy's own count is there even when zero, so a user sees it.
+	if p := t.pz; p.policy == jobgraph.PoisonSkip || p.skipped > 0 {
 		out[AccPoisonSkipped] += p.skipped
+	}
+	if p := t.pz; p.policy == jobgraph.PoisonDeadLetter || p.deadLettered > 0 {
 		out[AccPoisonDeadLettered] += p.deadLettered
 	}
 	return out

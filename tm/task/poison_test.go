@@ -304,3 +304,22 @@ func TestSkipAcrossCheckpointsAndRestore(t *testing.T) {
 		t.Fatalf("skipped %d after restore, want 3", got)
 	}
 }
+
+// TestOperatorOverridesThePolicy: an operator's SetPoisonRecords(skip)
+// beats the job's default fail.
+func TestOperatorOverridesThePolicy(t *testing.T) {
+	mod := testGuest(t)
+	store := openStore(t)
+	data := []byte(strings.Repeat("fine\n", 3000) + "boom\n" + strings.Repeat("fine\n", 10))
+	put(t, store, "in/x.txt", data)
+	g := plan(t, mod, "poisonop")
+	j := job{g: g, mod: mod, args: []string{"poisonop"}, p: 1, mgrs: []*exchange.Manager{newManager(t)}, store: store,
+		splits: cut("in/x.txt", int64(len(data)), 1<<20)}
+	res := j.run(t, context.Background())
+	if len(res.errs) > 0 {
+		t.Fatal(res.errs)
+	}
+	if len(res.collected) != 3010 || res.accs[AccPoisonSkipped] != 1 {
+		t.Fatalf("%d results and %d skipped, want 3010 and 1", len(res.collected), res.accs[AccPoisonSkipped])
+	}
+}

@@ -57,6 +57,16 @@ func plan(env *guest.Env) {
 			}
 			return r
 		}).Collect("out")
+	case "poisonop":
+		// panic's job, whose map skips its poison records whatever the
+		// job says.
+		in().Map("explode", func(r guest.Record) guest.Record {
+			if string(r.Value) == "boom" {
+				var m map[string]int
+				m["boom"]++
+			}
+			return r
+		}).SetPoisonRecords(guest.PoisonSkip).Collect("out")
 	case "poisonsum":
 		// A running count per line, like sum, whose reduce fails on the
 		// line "boom": a poison record behind an exchange, in a chain with

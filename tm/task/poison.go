@@ -239,25 +239,19 @@ func (t *task) processGuarded(ctx context.Context, recs []abi.Record, enc []byte
 	if err := t.rebuild(ctx); err != nil {
 		return err
 	}
-	for i := range recs {
-		one := recs[i : i+1]
-		one1 := abi.AppendBatch(nil, one)
-		p.holding = true
-		err := t.inst.ProcessEncoded(ctx, one1)
-		p.holding = false
-		if err == nil {
-			if err := t.release(true); err != nil {
+	for i := 0; i < len(recs); {
+		// One at a time until one fails: that one is poison.
+		var ge *wasmhost.GuestError
+		for ; i < len(recs); i++ {
+			if ge, err = t.guardedCall(ctx, abi.AppendBatch(nil, recs[i:i+1])); err != nil {
 				return err
 			}
-			p.logStep(replayStep{batch: one1})
-			continue
+			if ge != nil {
+				break
+			}
 		}
-		if err := t.release(false); err != nil {
-			return err
-		}
-		ge, ok := poisonous(err)
-		if !ok || ctx.Err() != nil {
-			return err
+		if ge == nil {
+			return nil
 		}
 		if err := t.dropRecord(ctx, recs[i], t.recordPos(i), ge); err != nil {
 			return err
@@ -265,8 +259,45 @@ func (t *task) processGuarded(ctx context.Context, recs []abi.Record, enc []byte
 		if err := t.rebuild(ctx); err != nil {
 			return err
 		}
+		i++
+		if i == len(recs) {
+			return nil
+		}
+		// The rest in one call, as it would have gone; another poison
+		// record in it means one at a time again, from a rebuild.
+		if ge, err = t.guardedCall(ctx, abi.AppendBatch(nil, recs[i:])); err != nil || ge == nil {
+			return err
+		}
+		if err := t.rebuild(ctx); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// guardedCall hands enc to the guest with its output held: passed on and
+// the call logged when it succeeded; dropped when it failed, reporting a
+// poisonous failure as ge and any other as err.
+func (t *task) guardedCall(ctx context.Context, enc []byte) (ge *wasmhost.GuestError, err error) {
+	p := t.pz
+	p.holding = true
+	err = t.inst.ProcessEncoded(ctx, enc)
+	p.holding = false
+	if err == nil {
+		if err := t.release(true); err != nil {
+			return nil, err
+		}
+		p.logStep(replayStep{batch: enc})
+		return nil, nil
+	}
+	if err := t.release(false); err != nil {
+		return nil, err
+	}
+	ge, ok := poisonous(err)
+	if !ok || ctx.Err() != nil {
+		return nil, err
+	}
+	return ge, nil
 }
 
 // dropRecord counts a poison record, dead-letters it, and fails the task

@@ -350,3 +350,56 @@ func BenchmarkPoisonPolicy(b *testing.B) {
 		})
 	}
 }
+
+// TestDeadLetterPartsGoWithCheckpoints: a dead-letter record written before
+// a barrier is in a part the checkpoint's acknowledgement lists (so the
+// JobManager commits it with that checkpoint, and a restore from it never
+// writes it again), and once that checkpoint completed the task does not
+// hand it back at the end; one written after is handed back.
+func TestDeadLetterPartsGoWithCheckpoints(t *testing.T) {
+	mod := testGuest(t)
+	chain := chainOf(t, plan(t, mod, "poisonsum"), "count")
+	store := openStore(t)
+	m := newManager(t)
+	ctx := context.Background()
+	acks := &fakeAcks{}
+	ctl := NewControl()
+	spec := Spec{
+		ExecutionID: "count-0", JobID: "job1", Tenant: "acme", ModuleDigest: mod.Digest(), Args: []string{"poisonsum"},
+		Chain: chain, Parallelism: 1, MaxParallelism: 128, Attempt: 3,
+		Config: poisonConf(t, jobconfig.KeyPoisonRecords, "dead-letter", jobconfig.KeyDeadLetterPath, "dead",
+			jobconfig.KeyPoisonMaxPerMillion, "1000000"),
+		Inputs: []control.InputSpec{{ResultID: "in", Producers: 1}},
+	}
+	run := start(ctx, spec, Deps{Modules: oneModule{mod}, Blob: store, Exchange: m, Control: ctl, Checkpoints: acks})
+	w := writer(t, m, "in", 0, 1, jobgraph.Forward)
+	must(t, w.Write(ctx, keyed("a", "boom", "a")))
+	must(t, w.EmitBarrier(ctx, 1))
+	testutil.CheckFor(t, 30*time.Second, 5*time.Millisecond, func() error { return acks.acked(1) })
+	must(t, ctl.Notify(1, true))
+	must(t, w.Write(ctx, keyed("boom", "b")))
+	must(t, w.Finish(ctx))
+	res := run.wait(t)
+	ack, _ := acks.ack(1)
+	if len(ack.SinkParts) != 1 || !strings.Contains(ack.SinkParts[0].Final, "/files/dead/part-job1-dead-letter-") ||
+		!strings.HasSuffix(ack.SinkParts[0].Final, "-a3-00000000") {
+		t.Fatalf("checkpoint 1 lists parts %+v, want one dead-letter part of attempt 3", ack.SinkParts)
+	}
+	if len(res.SinkParts) != 1 || res.SinkParts[0].Final == ack.SinkParts[0].Final {
+		t.Fatalf("the task hands back %+v, want only the part after checkpoint 1", res.SinkParts)
+	}
+	for _, p := range append(ack.SinkParts, res.SinkParts...) {
+		rc, err := store.Get(ctx, p.Pending)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(rc)
+		rc.Close()
+		if bytes.Count(b, []byte("\n")) != 1 || !bytes.Contains(b, []byte(`"value_text":"boom"`)) {
+			t.Fatalf("part %s holds %q, want one dead-letter record", p.Pending, b)
+		}
+	}
+	if got := res.Accumulators[AccPoisonDeadLettered]; got != 2 {
+		t.Fatalf("dead-lettered %d, want 2", got)
+	}
+}

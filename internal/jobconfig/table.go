@@ -220,7 +220,7 @@ func table() []entry {
 				if why := jobgraph.BadFilePath(s); why != "" {
 					return fmt.Errorf("config %s=%q %s: use a relative path such as \"dead-letters/orders\", a directory under the tenant's files", KeyDeadLetterPath, s, why)
 				}
-				c.Poison.DeadLetterPath = s
+				c.Poison.DeadLetterPath = strings.TrimSuffix(s, "/")
 				return nil
 			},
 			format: func(c Config) (string, bool) { return c.Poison.DeadLetterPath, c.Poison.DeadLetterPath != "" },

@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/jobgraph"
 )
 
 // Config is a job's configuration, parsed (Parse). Its zero value is
@@ -21,6 +23,59 @@ type Config struct {
 	Inputs map[string]string
 	// Clock is what a guest's clock reads (KeyClock).
 	Clock Clock
+	// Poison is the job's poison-record policy.
+	Poison Poison
+}
+
+// Poison is what a job's tasks do with a record that traps the guest
+// (KeyPoisonRecords and the keys after it).
+type Poison struct {
+	// Policy is the job's; operators may override it for their chain
+	// (jobgraph.ChainPoisonPolicy). The zero value means PoisonFail.
+	Policy jobgraph.PoisonPolicy
+	// MaxPerMillion: a task fails once the records it dropped exceed this
+	// many per million records it read, rounded up. Zero means the default.
+	MaxPerMillion int
+	// MaxCount, when set, is the most records a task may drop.
+	MaxCount *int
+	// DeadLetterPath is where dead-letter records go, relative to the
+	// tenant's files; required when any chain dead-letters.
+	DeadLetterPath string
+}
+
+// Allowed reports whether a task that read in records may drop dropped
+// of them: the rate (rounded up) and the count bound it.
+func (p Poison) Allowed(dropped, in int64) bool {
+	if p.MaxCount != nil && dropped > int64(*p.MaxCount) {
+		return false
+	}
+	per := int64(p.MaxPerMillion)
+	if per <= 0 {
+		per = DefaultPoisonMaxPerMillion
+	}
+	// ceil(per*in/1e6), without overflow for any realistic in.
+	allowed := (per*in + 999_999) / 1_000_000
+	return dropped <= max(allowed, 1)
+}
+
+// CheckGraph validates what the config says about g: a chain that
+// dead-letters needs the dead-letter path.
+//
+// # Errors
+//
+// An error naming the operator whose override needs a key the config
+// lacks.
+func (c Config) CheckGraph(g *jobgraph.Graph) error {
+	if c.Poison.DeadLetterPath != "" || g == nil {
+		return nil
+	}
+	for _, v := range g.Vertices {
+		if p, err := jobgraph.ParsePoisonPolicy(v.Config[jobgraph.ConfigPoisonRecords]); err == nil && p == jobgraph.PoisonDeadLetter && v.Connector == "" {
+			return fmt.Errorf("operator %d (%s) sets %s=%s, but the job sets no %s: set it to the directory, under your files, the dead-letter records go to",
+				v.ID, v.Name, jobgraph.ConfigPoisonRecords, p, KeyDeadLetterPath)
+		}
+	}
+	return nil
 }
 
 // Checkpoints is a job's checkpointing (Flink's keys, see Keys). The
@@ -150,7 +205,8 @@ const (
 
 // Default is the configuration of a job that sets no key.
 func Default() Config {
-	return Config{Checkpoints: DefaultCheckpoints(), Clock: ClockVirtual}
+	return Config{Checkpoints: DefaultCheckpoints(), Clock: ClockVirtual,
+		Poison: Poison{Policy: jobgraph.PoisonFail, MaxPerMillion: DefaultPoisonMaxPerMillion}}
 }
 
 // Parse reads and validates a job's config, every key of the table (see
@@ -191,6 +247,10 @@ func Parse(conf map[string]string) (Config, error) {
 
 // check validates what concerns more than one key.
 func (c Config) check() error {
+	if c.Poison.Policy == jobgraph.PoisonDeadLetter && c.Poison.DeadLetterPath == "" {
+		return fmt.Errorf("config %s=%s needs %s: set it to the directory, under your files, the dead-letter records go to (such as \"dead-letters/orders\")",
+			KeyPoisonRecords, c.Poison.Policy, KeyDeadLetterPath)
+	}
 	r := c.Restart
 	if r.InitialBackoff != nil && r.MaxBackoff != nil && *r.MaxBackoff < *r.InitialBackoff {
 		return fmt.Errorf("config %s=%v is below %s=%v: the max backoff must be at least the initial backoff",

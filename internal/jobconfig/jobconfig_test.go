@@ -168,8 +168,12 @@ func TestMapRoundTrips(t *testing.T) {
 		"execution.checkpointing.tolerable-failed-checkpoints":             "0",
 		"state.checkpoints.num-retained":                                   "6",
 		"execution.checkpointing.externalized-checkpoint-retention":        "RETAIN_ON_CANCELLATION",
-		"inputs":        `{"a.txt":"tenants/t/a.txt","b":"tenants/t/b/"}`,
-		"sandbox.clock": "wall",
+		"inputs":                  `{"a.txt":"tenants/t/a.txt","b":"tenants/t/b/"}`,
+		"sandbox.clock":           "wall",
+		"pipeline.poison-records": "dead-letter",
+		"pipeline.poison-records.max-per-million": "50",
+		"pipeline.poison-records.max-count":       "0",
+		"pipeline.dead-letter.path":               "dead/orders",
 	}
 	if len(full) != len(jobconfig.Keys()) {
 		t.Fatalf("the test sets %d keys, the table has %d", len(full), len(jobconfig.Keys()))
@@ -230,6 +234,7 @@ func TestKeysTable(t *testing.T) {
 		jobconfig.KeyExpInitialBackoff, jobconfig.KeyExpMaxBackoff, jobconfig.KeyExpMultiplier,
 		jobconfig.KeyExpResetThreshold, jobconfig.KeyExpJitter, jobconfig.KeyExpAttemptsBeforeReset,
 		jobconfig.KeyFailureRateMaxFailures, jobconfig.KeyFailureRateInterval, jobconfig.KeyFailureRateDelay,
+		jobconfig.KeyPoisonRecords, jobconfig.KeyPoisonMaxPerMillion, jobconfig.KeyPoisonMaxCount, jobconfig.KeyDeadLetterPath,
 	} {
 		if !seen[k] {
 			t.Errorf("key constant %s is not in the table", k)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/bytedance/sonic"
+
+	"github.com/sluicehq/sluice/internal/jobgraph"
 )
 
 // Config keys. Each is in the table below, with its default and its
@@ -31,6 +33,18 @@ const (
 	// KeyCheckpointRetention says whether a canceled job keeps its
 	// retained checkpoints (Flink's externalized checkpoints).
 	KeyCheckpointRetention = "execution.checkpointing.externalized-checkpoint-retention"
+
+	// KeyPoisonRecords is the job's poison-record policy (a
+	// jobgraph.PoisonPolicy); an operator's vertex config
+	// jobgraph.ConfigPoisonRecords overrides it for its chain.
+	KeyPoisonRecords = "pipeline.poison-records"
+	// KeyPoisonMaxPerMillion and KeyPoisonMaxCount bound the records a
+	// task may skip or dead-letter before it fails anyway.
+	KeyPoisonMaxPerMillion = "pipeline.poison-records.max-per-million"
+	KeyPoisonMaxCount      = "pipeline.poison-records.max-count"
+	// KeyDeadLetterPath is the directory, under the tenant's files, that
+	// the dead-letter records are committed to.
+	KeyDeadLetterPath = "pipeline.dead-letter.path"
 
 	KeyRestartStrategy        = "restart-strategy"
 	KeyFixedDelayAttempts     = "restart-strategy.fixed-delay.attempts"
@@ -57,6 +71,7 @@ const (
 	DefaultMaxFailures           = 1
 	DefaultFailureRateInterval   = time.Minute
 	DefaultFailureRateDelay      = time.Second
+	DefaultPoisonMaxPerMillion   = 1000
 )
 
 // Limits of the restart strategy's values, shared with its Validate.
@@ -174,6 +189,42 @@ func table() []entry {
 			},
 		},
 
+		{
+			name: KeyPoisonRecords, def: string(jobgraph.PoisonFail),
+			doc: "what a task does with a record whose processing traps the guest: fail (the task fails, naming the record's position), " +
+				"skip (drop it, count it, go on) or dead-letter (drop it and write it with its trap to " + KeyDeadLetterPath + "); " +
+				"an operator's vertex config \"" + jobgraph.ConfigPoisonRecords + "\" overrides it for its chain",
+			parse: func(c *Config, s string) error {
+				p, err := jobgraph.ParsePoisonPolicy(s)
+				if err != nil {
+					return fmt.Errorf("config %s=%q: want %s", KeyPoisonRecords, s, jobgraph.PoisonPolicies)
+				}
+				c.Poison.Policy = p
+				return nil
+			},
+			format: func(c Config) (string, bool) {
+				p := c.Poison.Policy
+				return string(p), p != "" && p != jobgraph.PoisonFail
+			},
+		},
+		intVal(KeyPoisonMaxPerMillion, "1000", "skip or dead-letter: a task fails anyway once the records it dropped exceed this many per million records it read "+
+			"(rounded up, so the first is always allowed), 1 to 1000000", 1, 1_000_000,
+			DefaultPoisonMaxPerMillion, func(c *Config) *int { return &c.Poison.MaxPerMillion }),
+		intPtr(KeyPoisonMaxCount, "no limit", "skip or dead-letter: a task fails anyway once it dropped more records than this, 0 to 1000000000", 0, 1_000_000_000,
+			func(c *Config) **int { return &c.Poison.MaxCount }),
+		{
+			name: KeyDeadLetterPath, def: "none",
+			doc: "dead-letter: the directory, relative to the tenant's files, that the dead-letter records are committed to (exactly once, one JSON object a line), " +
+				"such as \"dead-letters/orders\"",
+			parse: func(c *Config, s string) error {
+				if why := jobgraph.BadFilePath(s); why != "" {
+					return fmt.Errorf("config %s=%q %s: use a relative path such as \"dead-letters/orders\", a directory under the tenant's files", KeyDeadLetterPath, s, why)
+				}
+				c.Poison.DeadLetterPath = strings.TrimSuffix(s, "/")
+				return nil
+			},
+			format: func(c Config) (string, bool) { return c.Poison.DeadLetterPath, c.Poison.DeadLetterPath != "" },
+		},
 		{
 			name: KeyInputs, def: "none",
 			doc: "a JSON object mapping the paths a text source names to blob keys or key prefixes (set by sluice run for local files)",

@@ -162,6 +162,13 @@ func Validate(g *Graph, defaultParallelism, maxParallelismLimit int) error {
 				bad("%s: config key %s %s", vname(v), shortQuote(k), why)
 			}
 		}
+		if s, ok := v.Config[ConfigPoisonRecords]; ok {
+			if _, err := ParsePoisonPolicy(s); err != nil {
+				bad("%s: config %s=%s: want %s", vname(v), ConfigPoisonRecords, shortQuote(s), PoisonPolicies)
+			} else if v.Connector != "" {
+				bad("%s: config %s is for guest operators; a connector does not run guest code", vname(v), ConfigPoisonRecords)
+			}
+		}
 		if !KnownKind(v.Kind) {
 			bad("%s: unknown kind %s", vname(v), shortQuote(string(v.Kind)))
 		}
@@ -347,6 +354,10 @@ func findCycle(g *Graph) []int {
 // directory under the tenant's files, so it must be relative, without
 // empty, "." or ".." segments. (The TaskManager checks it against the blob
 // key rules too.)
+// BadFilePath says what is wrong with p as a directory under a tenant's
+// files (a file sink's or the dead-letter path), or "" when nothing is.
+func BadFilePath(p string) string { return badSinkPath(p) }
+
 func badSinkPath(p string) string {
 	p = strings.TrimSuffix(p, "/")
 	switch {

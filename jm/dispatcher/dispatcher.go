@@ -303,6 +303,9 @@ func (d *Dispatcher) SubmitJob(ctx context.Context, tenant string, s Submission)
 	if err := jobgraph.Validate(g, p, d.cfg.MaxParallelismLimit); err != nil {
 		return "", err
 	}
+	if err := conf.CheckGraph(g); err != nil {
+		return "", rpcerr.Errorf(rpcerr.ErrInvalidArgument, "%w", err)
+	}
 	if err := d.checkPolicy(tenant, s.Config, conf, g); err != nil {
 		return "", err
 	}

@@ -270,6 +270,43 @@ func (s *Stream) SetParallelism(n int) *Stream {
 	return s
 }
 
+// PoisonPolicy is what a task does with a record that makes an operator
+// fail (a panic, a trap): see SetPoisonRecords.
+type PoisonPolicy string
+
+// Poison-record policies; the job config key pipeline.poison-records sets
+// the job's.
+const (
+	// PoisonFail fails the task, naming the record's position.
+	PoisonFail PoisonPolicy = PoisonPolicy(jobgraph.PoisonFail)
+	// PoisonSkip drops the record, counts it and goes on.
+	PoisonSkip PoisonPolicy = PoisonPolicy(jobgraph.PoisonSkip)
+	// PoisonDeadLetter drops the record and writes it, with the failure
+	// and the guest's stack, to the job's pipeline.dead-letter.path.
+	PoisonDeadLetter PoisonPolicy = PoisonPolicy(jobgraph.PoisonDeadLetter)
+)
+
+// SetPoisonRecords overrides the job's poison-record policy for the task
+// this operator runs in (when operators chained together set different
+// ones, the strictest wins: fail, then dead-letter, then skip).
+//
+// # Notes
+//
+// Skipping relies on the operators being deterministic, as exactly-once
+// recovery does: the task rebuilds its instance by replaying the records
+// since its last checkpoint (docs/OPERATIONS.md, "Poison records").
+func (s *Stream) SetPoisonRecords(p PoisonPolicy) *Stream {
+	if _, err := jobgraph.ParsePoisonPolicy(string(p)); err != nil {
+		s.env.fail("SetPoisonRecords(%q) on %q: want %s", string(p), s.op.name, jobgraph.PoisonPolicies)
+		return s
+	}
+	if s.op.config == nil {
+		s.op.config = map[string]string{}
+	}
+	s.op.config[jobgraph.ConfigPoisonRecords] = string(p)
+	return s
+}
+
 // Rebalance makes the next operator receive this stream round-robin.
 func (s *Stream) Rebalance() *Stream { return &Stream{env: s.env, op: s.op, part: jobgraph.Rebalance} }
 

@@ -57,6 +57,7 @@ type uploadJob struct {
 	kgEnd    int
 	source   *checkpoint.SourcePosition
 	sinkUpto int           // file-sink parts below this seq belong to the checkpoint
+	dlqUpto  int           // dead-letter parts likewise
 	aligned  time.Duration // the barrier alignment, for a task with inputs
 	collUpto int64         // collected records below this index precede the barrier
 }
@@ -149,6 +150,7 @@ func (u *uploader) handle(j *uploadJob) {
 		u.buf = j.state.AppendTo(u.buf[:0]) // one buffer for every checkpoint
 		j.state.Release()
 		snap := u.buf
+		t.pz.deliverBase(j.id, snap)
 		key, err := t.stateKey(j.id)
 		if err == nil && t.deps.Blob == nil {
 			err = errNoStore
@@ -168,6 +170,13 @@ func (u *uploader) handle(j *uploadJob) {
 			return
 		}
 		ack.SinkParts = t.sink.ackParts(j.id, j.sinkUpto)
+	}
+	if dlq := t.pz.dlq; dlq != nil {
+		if err := dlq.upload(ctx, j.dlqUpto); err != nil {
+			decline(fmt.Sprintf("task %s could not upload its dead-letter records for checkpoint %d: %v", t.spec.ExecutionID, j.id, err))
+			return
+		}
+		ack.SinkParts = append(ack.SinkParts, dlq.ackParts(j.id, j.dlqUpto)...)
 	}
 	if ctx.Err() != nil {
 		return
@@ -219,13 +228,18 @@ func (t *task) takeCheckpoint(ctx context.Context, id int64, pos *checkpoint.Sou
 			return err
 		}
 		st := t.inst.State()
+		t.snapshotPoison(st)
 		j.state = st.Freeze()
 		_, j.kgStart, j.kgEnd = st.KeyGroups()
+		t.markBase(id)
 	}
 	if t.sink != nil {
 		j.sinkUpto = t.sink.closePart()
 	}
 	j.collUpto = t.collected.end()
+	if t.pz.dlq != nil {
+		j.dlqUpto = t.pz.dlq.closePart()
+	}
 	for _, w := range t.writers {
 		if err := w.EmitBarrier(ctx, id); err != nil {
 			return fmt.Errorf("task %s: forward barrier %d: %w", t.spec.ExecutionID, id, err)

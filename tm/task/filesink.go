@@ -90,6 +90,17 @@ func newFileSink(spec Spec, v jobgraph.Vertex, store blob.Store, completed func(
 	if err != nil {
 		return nil, err
 	}
+	s, err := openFileSink(spec, path, fmt.Sprintf("%d-%d-a%d", v.ID, spec.Subtask, spec.Attempt), store, completed)
+	if err != nil {
+		return nil, fmt.Errorf("vertex %d (%s): %w", v.ID, v.Name, err)
+	}
+	return s, nil
+}
+
+// openFileSink prepares a sink whose parts are named name (unique in the
+// job and the attempt) and are committed under path, relative to the
+// tenant's files and already checked.
+func openFileSink(spec Spec, path, name string, store blob.Store, completed func() int64) (*fileSink, error) {
 	keys, err := blob.ForTenant(spec.Tenant)
 	if err != nil {
 		return nil, fmt.Errorf("file sink: %w", err)
@@ -102,12 +113,12 @@ func newFileSink(spec Spec, v jobgraph.Vertex, store blob.Store, completed func(
 		store:         store,
 		pendingPrefix: jobPrefix + "pending/",
 		finalPrefix:   keys.Prefix() + "files/" + path + "/",
-		name:          fmt.Sprintf("%d-%d-a%d", v.ID, spec.Subtask, spec.Attempt),
+		name:          name,
 		job:           spec.JobID,
 		completed:     completed,
 	}
 	if _, err := s.keys(0); err != nil {
-		return nil, fmt.Errorf("vertex %d (%s): file sink: %w", v.ID, v.Name, err)
+		return nil, fmt.Errorf("file sink: %w", err)
 	}
 	return s, nil
 }

@@ -143,7 +143,11 @@ type task struct {
 	fileEnd    bool
 	guest      []jobgraph.Vertex
 
+	mod     *wasmhost.Module
 	inst    *wasmhost.Instance
+	pz      *poison  // the poison-record policy (poison.go)
+	bpos    batchPos // where the batch being processed came from
+	chanRec map[chanKey]int64
 	gates   []*exchange.InputGate
 	writers []*exchange.ResultWriter
 
@@ -194,7 +198,7 @@ type task struct {
 // invalid spec is reported as such, unclassified.
 func Run(ctx context.Context, spec Spec, deps Deps) (res Result, err error) {
 	t := &task{spec: spec, deps: deps, emitCtx: ctx, ctl: deps.Control, acks: deps.Checkpoints, met: deps.Metrics,
-		seen: map[chanKey]struct{}{}, ended: map[chanKey]struct{}{}, superseded: map[int64]struct{}{}}
+		seen: map[chanKey]struct{}{}, ended: map[chanKey]struct{}{}, superseded: map[int64]struct{}{}, chanRec: map[chanKey]int64{}}
 	if t.ctl == nil {
 		t.ctl = NewControl()
 	}
@@ -239,11 +243,7 @@ func Run(ctx context.Context, spec Spec, deps Deps) (res Result, err error) {
 		return Result{}, failed(ctx, err)
 	}
 	res.Collected, res.CollectedFrom = t.collected.all()
-	if t.inst != nil {
-		res.Accumulators = t.inst.Counters()
-	} else {
-		res.Accumulators = map[string]int64{}
-	}
+	res.Accumulators = t.accumulators()
 	return res, nil
 }
 
@@ -300,7 +300,7 @@ func (t *task) validate() error {
 			return fmt.Errorf("vertex %d (%s) ends the chain but the task has no outputs", tail.ID, tail.Name)
 		}
 	}
-	return nil
+	return t.newPoison()
 }
 
 func (t *task) guestSource() bool {
@@ -333,10 +333,7 @@ func (t *task) open(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("task %s: module %s: %w", id, t.spec.ModuleDigest, err)
 		}
-		var emit func([]abi.Record) error
-		if t.collectEnd || t.fileEnd || len(t.spec.Outputs) > 0 {
-			emit = t.emit
-		}
+		t.mod = mod
 		var state *wasmhost.State
 		if t.spec.Restore != nil {
 			if state, err = t.restoreState(ctx); err != nil {
@@ -345,28 +342,14 @@ func (t *task) open(ctx context.Context) error {
 			if err := t.restoreCollected(state); err != nil {
 				return err
 			}
+			t.restorePoison(state)
+			t.encodeBase(state)
 		}
-		inst, err := mod.Instantiate(ctx, wasmhost.TaskConfig{
-			JobID:          t.spec.JobID,
-			TaskName:       t.name(),
-			Chain:          t.guest,
-			Subtask:        t.spec.Subtask,
-			Parallelism:    t.spec.Parallelism,
-			MaxParallelism: t.spec.MaxParallelism,
-			Args:           t.spec.Args,
-			Emit:           emit,
-			Logger:         t.log,
-			Limits:         t.deps.Limits,
-			State:          state,
-		})
+		inst, err := t.newInstance(ctx, state)
+		if inst != nil {
+			t.setInstance(inst)
+		}
 		if err != nil {
-			return err
-		}
-		t.inst = inst
-		if t.deps.OnInstance != nil {
-			t.deps.OnInstance(inst)
-		}
-		if err := inst.Open(ctx); err != nil {
 			return err
 		}
 	}
@@ -379,6 +362,42 @@ func (t *task) open(ctx context.Context) error {
 	}
 	t.met.attach(t.writers, t.inst)
 	return nil
+}
+
+// newInstance instantiates the chain's guest operators on state (nil: a
+// fresh one) and opens them. On an open that failed it returns the
+// instance too, for its stacks and its Close.
+func (t *task) newInstance(ctx context.Context, state *wasmhost.State) (*wasmhost.Instance, error) {
+	var emit func([]abi.Record) error
+	if t.collectEnd || t.fileEnd || len(t.spec.Outputs) > 0 {
+		emit = t.guestEmit
+	}
+	inst, err := t.mod.Instantiate(ctx, wasmhost.TaskConfig{
+		JobID:          t.spec.JobID,
+		TaskName:       t.name(),
+		Chain:          t.guest,
+		Subtask:        t.spec.Subtask,
+		Parallelism:    t.spec.Parallelism,
+		MaxParallelism: t.spec.MaxParallelism,
+		Args:           t.spec.Args,
+		Emit:           emit,
+		Logger:         t.log,
+		Limits:         t.deps.Limits,
+		State:          state,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return inst, inst.Open(ctx)
+}
+
+// setInstance makes inst the task's guest instance.
+func (t *task) setInstance(inst *wasmhost.Instance) {
+	t.inst = inst
+	if t.deps.OnInstance != nil {
+		t.deps.OnInstance(inst)
+	}
+	t.met.attach(t.writers, inst)
 }
 
 // emit takes the chain tail's output: into the collect sink, or to every
@@ -419,13 +438,20 @@ func (t *task) process(ctx context.Context, recs []abi.Record, enc []byte) error
 	if t.inst == nil {
 		return t.emit(recs)
 	}
+	t.pz.in += int64(len(recs))
 	var err error
-	if enc != nil {
+	switch {
+	case t.pz.replay:
+		err = t.processGuarded(ctx, recs, enc)
+	case enc != nil:
 		err = t.inst.ProcessEncoded(ctx, enc)
-	} else {
+	default:
 		err = t.inst.Process(ctx, recs)
 	}
 	if err != nil {
+		if !t.pz.replay {
+			err = t.locate(ctx, recs, err)
+		}
 		return err
 	}
 	return t.fireDueTimers(ctx)
@@ -440,7 +466,10 @@ func (t *task) fireDueTimers(ctx context.Context) error {
 		return nil
 	}
 	if now := time.Now().UnixMilli(); now >= at {
-		return t.inst.FireTimers(ctx, now)
+		if err := t.inst.FireTimers(ctx, now); err != nil {
+			return err
+		}
+		t.pz.logStep(replayStep{timersAt: now})
 	}
 	return nil
 }
@@ -477,6 +506,7 @@ func (t *task) runText(ctx context.Context) error {
 	var b lineBatch
 	flush := func() error {
 		t.met.addIn(0, b.lineBytes)
+		t.bpos = batchPos{objects: b.objects, offsets: b.offsets}
 		err := t.process(ctx, b.recs, b.encoded())
 		b.reset()
 		return err
@@ -498,6 +528,8 @@ func (t *task) runText(ctx context.Context) error {
 		t.split, t.inSplit, t.nextOffset = sp, true, sp.Offset
 		err = readSplit(ctx, t.deps.Blob, sp, func(line []byte, next int64) error {
 			b.add(line)
+			b.objects = append(b.objects, sp.Key)
+			b.offsets = append(b.offsets, t.nextOffset)
 			t.nextOffset = next
 			if len(b.recs) >= batchRecords || b.lineBytes >= batchBytes {
 				if err := flush(); err != nil {
@@ -559,6 +591,10 @@ type lineBatch struct {
 	enc       []byte // the count (set by encoded), then the records
 	recs      []abi.Record
 	lineBytes int // the lines' bytes, without the encoding's
+	// objects and offsets are where each line starts, to name a record
+	// that fails the guest.
+	objects []string
+	offsets []int64
 }
 
 func (b *lineBatch) add(line []byte) {
@@ -591,6 +627,8 @@ func (b *lineBatch) reset() {
 	clear(b.recs)
 	b.recs = b.recs[:0]
 	b.lineBytes = 0
+	clear(b.objects)
+	b.objects, b.offsets = b.objects[:0], b.offsets[:0]
 }
 
 // runGuestSource polls the guest source; commands are taken between polls.
@@ -707,6 +745,9 @@ func (t *task) handle(ctx context.Context, gate int, b exchange.Batch) error {
 		return t.onEvent(ctx, gate, b.Producer, b.Event)
 	}
 	t.met.addIn(0, len(b.Encoded))
+	key := chanKey{gate, b.Producer}
+	t.bpos = batchPos{gate: gate, prod: b.Producer, first: t.chanRec[key]}
+	t.chanRec[key] += int64(len(b.Records))
 	return t.process(ctx, b.Records, b.Encoded)
 }
 
@@ -837,18 +878,29 @@ func (t *task) finishCheckpoints(ctx context.Context) ([]checkpoint.SinkPart, er
 			return nil, err
 		}
 	}
-	upto := 0
+	upto, dlqUpto := 0, 0
 	if t.sink != nil {
 		upto = t.sink.closePart()
 	}
+	dlq := t.pz.dlq
+	if dlq != nil {
+		dlqUpto = dlq.closePart()
+	}
 	t.up.drain()
-	if t.sink == nil {
-		return nil, nil
+	var parts []checkpoint.SinkPart
+	if t.sink != nil {
+		if err := t.sink.upload(ctx, upto); err != nil {
+			return nil, fmt.Errorf("task %s: %w", t.spec.ExecutionID, err)
+		}
+		parts = t.sink.remaining()
 	}
-	if err := t.sink.upload(ctx, upto); err != nil {
-		return nil, fmt.Errorf("task %s: %w", t.spec.ExecutionID, err)
+	if dlq != nil {
+		if err := dlq.upload(ctx, dlqUpto); err != nil {
+			return nil, fmt.Errorf("task %s: dead-letter records: %w", t.spec.ExecutionID, err)
+		}
+		parts = append(parts, dlq.remaining()...)
 	}
-	return t.sink.remaining(), nil
+	return parts, nil
 }
 
 // cleanup releases everything, on every path. Writers that did not finish

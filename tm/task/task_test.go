@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/guestbuild"
+	"github.com/sluicehq/sluice/internal/jobconfig"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/tm/exchange"
 	"github.com/sluicehq/sluice/wasmhost"
@@ -123,6 +124,8 @@ type job struct {
 	splits []checkpoint.Split // of every text source
 	// noMetrics runs the tasks with metrics off.
 	noMetrics bool
+	// conf is the job's config; the zero value is the defaults.
+	conf jobconfig.Config
 }
 
 type jobResult struct {
@@ -131,6 +134,8 @@ type jobResult struct {
 	errs      []error
 	// metrics are each task's final figures, by chain index.
 	metrics map[int][]Sample
+	// parts are the file-sink parts the tasks handed back.
+	parts []checkpoint.SinkPart
 }
 
 func (j job) run(t testing.TB, ctx context.Context) jobResult {
@@ -180,7 +185,7 @@ func (j job) run(t testing.TB, ctx context.Context) jobResult {
 				ExecutionID: fmt.Sprintf("c%d-%d", ci, sub), JobID: "job1", Tenant: "acme",
 				ModuleDigest: j.mod.Digest(), Args: j.args, Chain: chain,
 				Subtask: sub, Parallelism: c.Parallelism, MaxParallelism: jobgraph.DefaultMaxParallelism,
-				Inputs: inputs[ci], Outputs: outputs[ci],
+				Inputs: inputs[ci], Outputs: outputs[ci], Config: j.conf,
 			}
 			deps := Deps{Modules: oneModule{j.mod}, Blob: j.store, Exchange: j.mgrs[sub%len(j.mgrs)]}
 			if !j.noMetrics {
@@ -208,6 +213,7 @@ func (j job) run(t testing.TB, ctx context.Context) jobResult {
 				for k, v := range r.Accumulators {
 					res.accs[k] += v
 				}
+				res.parts = append(res.parts, r.SinkParts...)
 			}()
 		}
 	}

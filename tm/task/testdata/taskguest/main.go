@@ -57,6 +57,31 @@ func plan(env *guest.Env) {
 			}
 			return r
 		}).Collect("out")
+	case "poisonop":
+		// panic's job, whose map skips its poison records whatever the
+		// job says.
+		in().Map("explode", func(r guest.Record) guest.Record {
+			if string(r.Value) == "boom" {
+				var m map[string]int
+				m["boom"]++
+			}
+			return r
+		}).SetPoisonRecords(guest.PoisonSkip).Collect("out")
+	case "poisonsum":
+		// A running count per line, like sum, whose reduce fails on the
+		// line "boom": a poison record behind an exchange, in a chain with
+		// state cached in guest memory.
+		in().KeyBy("key", func(r guest.Record) []byte { return r.Value }).
+			Reduce("count", func(acc []byte, r guest.Record) []byte {
+				if string(r.Value) == "boom" {
+					panic("poison record " + string(r.Value))
+				}
+				return guest.PutInt64(acc, guest.AsInt64(acc)+1)
+			}).
+			Map("format", func(r guest.Record) guest.Record {
+				return guest.Record{Value: []byte(fmt.Sprintf("%s\t%d", r.Key, guest.AsInt64(r.Value)))}
+			}).
+			Collect("out")
 	case "timer":
 		// Each key registers a timer; its firing emits a line.
 		in().KeyBy("key", func(r guest.Record) []byte { return r.Value }).

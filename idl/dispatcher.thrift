@@ -52,6 +52,7 @@ struct SubtaskMetrics {
     6: i64 idle_ms_per_second,
     7: i64 backpressured_ms_per_second,
     8: i64 reported_ms,       // when the TaskManager measured them; 0 before the first report
+    9: optional i64 fuel,     // guest fuel consumed by the attempt (deterministic)
 }
 
 struct SubtaskStatus {

@@ -309,14 +309,15 @@ var fieldIDToName_ListJobsResponse = map[int16]string{
 }
 
 type SubtaskMetrics struct {
-	RecordsIn                int64 `thrift:"records_in,1" frugal:"1,default,i64" json:"records_in"`
-	RecordsOut               int64 `thrift:"records_out,2" frugal:"2,default,i64" json:"records_out"`
-	BytesIn                  int64 `thrift:"bytes_in,3" frugal:"3,default,i64" json:"bytes_in"`
-	BytesOut                 int64 `thrift:"bytes_out,4" frugal:"4,default,i64" json:"bytes_out"`
-	BusyMsPerSecond          int64 `thrift:"busy_ms_per_second,5" frugal:"5,default,i64" json:"busy_ms_per_second"`
-	IdleMsPerSecond          int64 `thrift:"idle_ms_per_second,6" frugal:"6,default,i64" json:"idle_ms_per_second"`
-	BackpressuredMsPerSecond int64 `thrift:"backpressured_ms_per_second,7" frugal:"7,default,i64" json:"backpressured_ms_per_second"`
-	ReportedMs               int64 `thrift:"reported_ms,8" frugal:"8,default,i64" json:"reported_ms"`
+	RecordsIn                int64  `thrift:"records_in,1" frugal:"1,default,i64" json:"records_in"`
+	RecordsOut               int64  `thrift:"records_out,2" frugal:"2,default,i64" json:"records_out"`
+	BytesIn                  int64  `thrift:"bytes_in,3" frugal:"3,default,i64" json:"bytes_in"`
+	BytesOut                 int64  `thrift:"bytes_out,4" frugal:"4,default,i64" json:"bytes_out"`
+	BusyMsPerSecond          int64  `thrift:"busy_ms_per_second,5" frugal:"5,default,i64" json:"busy_ms_per_second"`
+	IdleMsPerSecond          int64  `thrift:"idle_ms_per_second,6" frugal:"6,default,i64" json:"idle_ms_per_second"`
+	BackpressuredMsPerSecond int64  `thrift:"backpressured_ms_per_second,7" frugal:"7,default,i64" json:"backpressured_ms_per_second"`
+	ReportedMs               int64  `thrift:"reported_ms,8" frugal:"8,default,i64" json:"reported_ms"`
+	Fuel                     *int64 `thrift:"fuel,9,optional" frugal:"9,optional,i64" json:"fuel,omitempty"`
 }
 
 func NewSubtaskMetrics() *SubtaskMetrics {
@@ -357,6 +358,15 @@ func (p *SubtaskMetrics) GetBackpressuredMsPerSecond() (v int64) {
 func (p *SubtaskMetrics) GetReportedMs() (v int64) {
 	return p.ReportedMs
 }
+
+var SubtaskMetrics_Fuel_DEFAULT int64
+
+func (p *SubtaskMetrics) GetFuel() (v int64) {
+	if !p.IsSetFuel() {
+		return SubtaskMetrics_Fuel_DEFAULT
+	}
+	return *p.Fuel
+}
 func (p *SubtaskMetrics) SetRecordsIn(val int64) {
 	p.RecordsIn = val
 }
@@ -381,6 +391,13 @@ func (p *SubtaskMetrics) SetBackpressuredMsPerSecond(val int64) {
 func (p *SubtaskMetrics) SetReportedMs(val int64) {
 	p.ReportedMs = val
 }
+func (p *SubtaskMetrics) SetFuel(val *int64) {
+	p.Fuel = val
+}
+
+func (p *SubtaskMetrics) IsSetFuel() bool {
+	return p.Fuel != nil
+}
 
 func (p *SubtaskMetrics) String() string {
 	if p == nil {
@@ -398,6 +415,7 @@ var fieldIDToName_SubtaskMetrics = map[int16]string{
 	6: "idle_ms_per_second",
 	7: "backpressured_ms_per_second",
 	8: "reported_ms",
+	9: "fuel",
 }
 
 type SubtaskStatus struct {

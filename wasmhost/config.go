@@ -172,6 +172,22 @@ type Limits struct {
 	// MaxStateBytes bounds the keys and values the instance keeps in its
 	// State; a put beyond it traps with ErrMemoryLimit.
 	MaxStateBytes int64
+	// CPUWeight is the instance's tenant's share of the CPU among the
+	// tenants whose guests run in the same runtime (below 1 means 1): at a
+	// fuel trip a guest whose tenant ran further ahead of the others than
+	// its weight allows waits there, so busy tenants' fuel stays in the
+	// ratio of their weights; a tenant alone is never held. Every instance
+	// of one tenant should carry the same share (the last one started
+	// counts). See docs/RATIONALE.md, "Why fuel, not nice values?".
+	CPUWeight int
+	// FuelPerSecond caps the fuel all instances of the tenant spend per
+	// second in the runtime together; 0 means no cap.
+	FuelPerSecond int64
+	// CallFuel is a deterministic alternative to CallTimeout: a call that
+	// runs this many fuel checks (loop headers and function entries) traps
+	// with ErrFuelLimit, at the same place on every run with the same
+	// input. 0 means no fuel limit; CallTimeout stays the backstop.
+	CallFuel int64
 	// GrantClock gives the guest the host's clocks: WASI clock_time_get and
 	// now_ms read real time. Without it WASI clocks are wazero's
 	// deterministic fake clocks and now_ms is the task's virtual processing
@@ -199,6 +215,9 @@ func (l Limits) withDefaults() Limits {
 type TaskConfig struct {
 	JobID    string
 	TaskName string
+	// Tenant owns the task: its instances' fuel counts against the
+	// tenant's share (Limits.CPUWeight) and in Runtime.TenantFuel.
+	Tenant string
 	// Chain is the guest operators of the task in chain order: records go
 	// into Chain[0], and Chain[len-1]'s output reaches Emit. Host connectors
 	// are not part of it.

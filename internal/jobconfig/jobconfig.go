@@ -21,6 +21,9 @@ type Config struct {
 	Inputs map[string]string
 	// Clock is what a guest's clock reads (KeyClock).
 	Clock Clock
+	// CallFuel is the job's per-call fuel limit (KeyCallFuel); 0 means
+	// none.
+	CallFuel int64
 }
 
 // Checkpoints is a job's checkpointing (Flink's keys, see Keys). The

@@ -349,6 +349,7 @@ func (t *task) open(ctx context.Context) error {
 		inst, err := mod.Instantiate(ctx, wasmhost.TaskConfig{
 			JobID:          t.spec.JobID,
 			TaskName:       t.name(),
+			Tenant:         t.spec.Tenant,
 			Chain:          t.guest,
 			Subtask:        t.spec.Subtask,
 			Parallelism:    t.spec.Parallelism,

@@ -67,6 +67,7 @@ func detailsToWire(d jmd.Details) *dispatcher.JobDetails {
 					RecordsIn: m.RecordsIn, RecordsOut: m.RecordsOut, BytesIn: m.BytesIn, BytesOut: m.BytesOut,
 					BusyMsPerSecond: m.BusyMsPerSecond, IdleMsPerSecond: m.IdleMsPerSecond,
 					BackpressuredMsPerSecond: m.BackPressuredMsPerSecond, ReportedMs: m.Reported.UnixMilli(),
+					Fuel: &m.Fuel,
 				}
 			}
 			vs.Subtasks = append(vs.Subtasks, st)

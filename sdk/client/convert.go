@@ -69,6 +69,7 @@ func detailsFromWire(d *dispatcher.JobDetails) JobDetails {
 					RecordsIn: m.RecordsIn, RecordsOut: m.RecordsOut, BytesIn: m.BytesIn, BytesOut: m.BytesOut,
 					BusyMsPerSecond: m.BusyMsPerSecond, IdleMsPerSecond: m.IdleMsPerSecond,
 					BackPressuredMsPerSecond: m.BackpressuredMsPerSecond, Reported: msTime(m.ReportedMs),
+					Fuel: m.GetFuel(),
 				}
 			}
 			vs.Subtasks = append(vs.Subtasks, ss)

@@ -85,6 +85,7 @@ struct JobDetails {
     6: optional string module_digest,
     7: optional map<string, i64> accumulators,   // summed over every task, once FINISHED
     8: optional list<FailureRecord> history,     // the failures that restarted or failed the job, oldest first
+    9: optional i64 fuel,                        // guest fuel of the current attempts, each task once
 }
 
 struct JobResult {

@@ -604,6 +604,7 @@ type JobDetails struct {
 	ModuleDigest *string          `thrift:"module_digest,6,optional" frugal:"6,optional,string" json:"module_digest,omitempty"`
 	Accumulators map[string]int64 `thrift:"accumulators,7,optional" frugal:"7,optional,map<string:i64>" json:"accumulators,omitempty"`
 	History      []*FailureRecord `thrift:"history,8,optional" frugal:"8,optional,list<FailureRecord>" json:"history,omitempty"`
+	Fuel         *int64           `thrift:"fuel,9,optional" frugal:"9,optional,i64" json:"fuel,omitempty"`
 }
 
 func NewJobDetails() *JobDetails {
@@ -664,6 +665,15 @@ func (p *JobDetails) GetHistory() (v []*FailureRecord) {
 	}
 	return p.History
 }
+
+var JobDetails_Fuel_DEFAULT int64
+
+func (p *JobDetails) GetFuel() (v int64) {
+	if !p.IsSetFuel() {
+		return JobDetails_Fuel_DEFAULT
+	}
+	return *p.Fuel
+}
 func (p *JobDetails) SetSummary(val *JobSummary) {
 	p.Summary = val
 }
@@ -688,6 +698,9 @@ func (p *JobDetails) SetAccumulators(val map[string]int64) {
 func (p *JobDetails) SetHistory(val []*FailureRecord) {
 	p.History = val
 }
+func (p *JobDetails) SetFuel(val *int64) {
+	p.Fuel = val
+}
 
 func (p *JobDetails) IsSetSummary() bool {
 	return p.Summary != nil
@@ -703,6 +716,10 @@ func (p *JobDetails) IsSetAccumulators() bool {
 
 func (p *JobDetails) IsSetHistory() bool {
 	return p.History != nil
+}
+
+func (p *JobDetails) IsSetFuel() bool {
+	return p.Fuel != nil
 }
 
 func (p *JobDetails) String() string {
@@ -721,6 +738,7 @@ var fieldIDToName_JobDetails = map[int16]string{
 	6: "module_digest",
 	7: "accumulators",
 	8: "history",
+	9: "fuel",
 }
 
 type JobResult_ struct {

@@ -35,6 +35,9 @@ type RuntimeConfig struct {
 	cachedModules   int
 	// limits are the structural limits; zero means validate.DefaultLimits.
 	limits validate.Shape
+	// noFuelShares counts fuel but never holds a guest for its tenant's
+	// share (WithFuelShares).
+	noFuelShares bool
 }
 
 // Defaults of the compile path; see the With methods.
@@ -124,6 +127,16 @@ func (c RuntimeConfig) WithCompileConcurrency(total, perOwner, queue int) Runtim
 // ever new modules cannot pin unbounded memory.
 func (c RuntimeConfig) WithCachedModules(n int) RuntimeConfig {
 	c.cachedModules = n
+	return c
+}
+
+// WithFuelShares turns the fuel scheduler on (the default) or off. Off,
+// every guest's fuel is still counted exactly (Instance.Fuel,
+// Runtime.TenantFuel, Limits.CallFuel), but no guest ever waits for its
+// tenant's CPU share or rate cap: the kernel alone decides who runs. It is
+// there to measure what the scheduler costs (BENCHMARKS.md).
+func (c RuntimeConfig) WithFuelShares(on bool) RuntimeConfig {
+	c.noFuelShares = !on
 	return c
 }
 

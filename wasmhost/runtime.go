@@ -110,7 +110,7 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 		modules: make(map[string]weak.Pointer[Module]), inflight: make(map[string]*compileCall),
 		hostFuncs: make(map[string]api.FunctionDefinition),
 		logger:    cfg.logger,
-		fuel:      newFuelGate(),
+		fuel:      newFuelGate(cfg.noFuelShares),
 		gate:      admit.New(cfg.compileGlobal, cfg.compilePerOwner, cfg.compileQueue),
 	}
 	rt.stop, rt.stopFunc = context.WithCancel(context.WithoutCancel(ctx))

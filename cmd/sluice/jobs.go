@@ -180,7 +180,7 @@ func printDetails(w io.Writer, d client.JobDetails) {
 		fmt.Fprintf(w, "module    %s\n", d.ModuleDigest)
 	}
 	fmt.Fprintf(w, "restarts  %d\n", d.Restarts)
-	if f := d.Fuel(); f > 0 {
+	if f := d.Fuel; f > 0 {
 		fmt.Fprintf(w, "fuel      %d\n", f)
 	}
 	printAccumulators(w, d.Accumulators)

@@ -60,7 +60,7 @@ func NewCollector(src Source) *Collector {
 		jobs:        prometheus.NewDesc("sluice_jobs", "Jobs the JobManager holds, by tenant and state.", []string{"tenant", "state"}, nil),
 		uptime:      jobDesc("uptime_seconds", "Seconds since a job that has not ended started."),
 		restarts:    jobDesc("restarts_total", "Times a job restarted after a failure."),
-		fuel:        jobDesc("fuel_total", "Guest fuel of the job's current attempts, summed over its subtasks' latest reports (a restart starts a subtask from 0)."),
+		fuel:        jobDesc("fuel_total", "Guest fuel of the job's current attempts, each task's latest report once (a restart starts a subtask from 0)."),
 		cpCompleted: jobDesc("checkpoints_completed_total", "Checkpoints and savepoints of a job that completed."),
 		cpFailed:    jobDesc("checkpoints_failed_total", "Checkpoints and savepoints of a job that failed (aborted)."),
 		cpDuration:  jobDesc("last_checkpoint_duration_ms", "How long the job's last completed checkpoint took, trigger to completion."),
@@ -105,14 +105,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 		var align int64 = -1
-		var fuel int64
 		for _, v := range d.Vertices {
 			for _, st := range v.Subtasks {
 				align = max(align, st.Metrics.LastAlignmentMs)
-				fuel += st.Metrics.Fuel
 			}
 		}
-		ch <- prometheus.MustNewConstMetric(c.fuel, prometheus.CounterValue, float64(fuel), lv...)
+		ch <- prometheus.MustNewConstMetric(c.fuel, prometheus.CounterValue, float64(d.Fuel()), lv...)
 		if align >= 0 {
 			ch <- prometheus.MustNewConstMetric(c.cpAlig, prometheus.GaugeValue, float64(align), lv...)
 		}

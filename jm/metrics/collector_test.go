@@ -25,7 +25,7 @@ func (f fakeJob) CheckpointCounts() checkpointing.Counts { return f.counts }
 func TestCollectorExportsJobsCheckpointsAndSlots(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	sub := func(align int64) jobmaster.SubtaskStatus {
-		return jobmaster.SubtaskStatus{Metrics: control.TaskMetrics{LastAlignmentMs: align, Fuel: 100 * align}}
+		return jobmaster.SubtaskStatus{Metrics: control.TaskMetrics{LastAlignmentMs: align}}
 	}
 	jobs := []Job{
 		fakeJob{
@@ -53,7 +53,6 @@ func TestCollectorExportsJobsCheckpointsAndSlots(t *testing.T) {
 	want := map[string]float64{
 		"sluice_job_uptime_seconds{" + j1 + "}":                     90,
 		"sluice_job_restarts_total{" + j1 + "}":                     2,
-		"sluice_job_fuel_total{" + j1 + "}":                         1900,
 		"sluice_job_fuel_total{job_id=j2,job_name=old,tenant=acme}": 0,
 		"sluice_job_checkpoints_completed_total{" + j1 + "}":        8,
 		"sluice_job_checkpoints_failed_total{" + j1 + "}":           1,

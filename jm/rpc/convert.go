@@ -43,6 +43,9 @@ func detailsToWire(d jmd.Details) *dispatcher.JobDetails {
 		Restarts:     int32(d.Restarts),
 		StateTimesMs: map[string]int64{},
 	}
+	if f := d.Fuel(); f > 0 {
+		w.Fuel = &f
+	}
 	if d.ModuleDigest != "" {
 		digest := d.ModuleDigest
 		w.ModuleDigest = &digest

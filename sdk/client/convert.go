@@ -36,6 +36,7 @@ func detailsFromWire(d *dispatcher.JobDetails) JobDetails {
 		Restarts:     int(d.GetRestarts()),
 		ModuleDigest: d.GetModuleDigest(),
 		Accumulators: d.GetAccumulators(),
+		Fuel:         d.GetFuel(),
 	}
 	for _, f := range d.GetHistory() {
 		if f != nil {

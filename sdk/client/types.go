@@ -195,20 +195,10 @@ type JobDetails struct {
 	ModuleDigest string               `json:"module_digest,omitempty"`
 	// Accumulators are summed over every task, once the job FINISHED.
 	Accumulators map[string]int64 `json:"accumulators,omitempty"`
-}
-
-// Fuel returns the fuel the job's current attempts consumed, summed over
-// every subtask's latest report (a restarted subtask starts again from 0).
-func (d JobDetails) Fuel() int64 {
-	var n int64
-	for _, v := range d.Vertices {
-		for _, s := range v.Subtasks {
-			if s.Metrics != nil {
-				n += s.Metrics.Fuel
-			}
-		}
-	}
-	return n
+	// Fuel is the guest fuel of the job's current attempts, each task's
+	// latest report once (a restarted subtask starts again from 0): the
+	// same input gives the same fuel.
+	Fuel int64 `json:"fuel,omitempty"`
 }
 
 // FailureRecord is one failure of a job.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/local"
 	"github.com/sluicehq/sluice/local/localtest"
 	"github.com/sluicehq/sluice/sdk/client"
+	"github.com/sluicehq/sluice/wasmhost"
 )
 
 const (
@@ -173,4 +175,71 @@ func TestJobFuelIsDeterministic(t *testing.T) {
 	if r.State != client.StateFailed || !strings.Contains(r.Failure, "fuel limit of 1000") {
 		t.Fatalf("job ended %s: %q; want FAILED on its fuel limit", r.State, r.Failure)
 	}
+}
+
+// BenchmarkFuelScheduler measures tenant a's word count (p=2, a generated
+// input) alone on an embedded cluster with the fuel scheduler on and on one
+// with it off (wasmhost.RuntimeConfig.WithFuelShares(false): fuel still
+// counted, nobody ever held), alternating in alternating order.
+// x_on_over_off is the throughput with it on over off (target ≥ 0.97),
+// x_on_over_off_median the median of the iterations' ratios.
+func BenchmarkFuelScheduler(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	wc := localtest.Guest(b, "examples/wordcount")
+	in := filepath.Join(b.TempDir(), "input.txt")
+	if err := localtest.GenerateText(in, isoInputSize, 7); err != nil {
+		b.Fatal(err)
+	}
+	args := []string{"--input", in}
+	type side struct {
+		cl   *client.Client
+		spec client.JobSpec
+		took time.Duration
+	}
+	var sides [2]*side
+	for i, on := range []bool{true, false} {
+		c := localtest.Start(b, local.Config{TaskManagers: 1, Slots: 4,
+			Runtime: func(rc wasmhost.RuntimeConfig) wasmhost.RuntimeConfig { return rc.WithFuelShares(on) }})
+		cl, err := c.Cluster.Client()
+		if err != nil {
+			b.Fatal(err)
+		}
+		s := &side{cl: cl, spec: jobSpec(ctx, b, c, cl, "default", wc, args, 2)}
+		sides[i] = s
+	}
+	run := func(s *side) time.Duration {
+		b.Helper()
+		t0 := time.Now()
+		id, err := s.cl.SubmitJob(ctx, s.spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := s.cl.WaitJob(ctx, id)
+		if err != nil || r.State != client.StateFinished {
+			b.Fatalf("word count %s: %v %s %s", id, err, r.State, r.Failure)
+		}
+		d := time.Since(t0)
+		s.took += d
+		return d
+	}
+	run(sides[0]) // warm both up (compile)
+	run(sides[1])
+	sides[0].took, sides[1].took = 0, 0
+	var ratios []float64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		var on, off time.Duration
+		if i%2 == 0 {
+			on, off = run(sides[0]), run(sides[1])
+		} else {
+			off, on = run(sides[1]), run(sides[0])
+		}
+		ratios = append(ratios, float64(off)/float64(on))
+		b.Logf("iteration %d: scheduler on %v, off %v", i, on.Round(time.Millisecond), off.Round(time.Millisecond))
+	}
+	b.StopTimer()
+	slices.Sort(ratios)
+	b.ReportMetric(ratios[len(ratios)/2], "x_on_over_off_median")
+	b.ReportMetric(float64(sides[1].took)/float64(sides[0].took), "x_on_over_off")
 }

@@ -52,6 +52,7 @@ struct SubtaskMetrics {
     6: i64 idle_ms_per_second,
     7: i64 backpressured_ms_per_second,
     8: i64 reported_ms,       // when the TaskManager measured them; 0 before the first report
+    9: optional i64 fuel,     // guest fuel consumed by the attempt (deterministic)
 }
 
 struct SubtaskStatus {
@@ -84,6 +85,7 @@ struct JobDetails {
     6: optional string module_digest,
     7: optional map<string, i64> accumulators,   // summed over every task, once FINISHED
     8: optional list<FailureRecord> history,     // the failures that restarted or failed the job, oldest first
+    9: optional i64 fuel,                        // guest fuel of the current attempts, each task once
 }
 
 struct JobResult {

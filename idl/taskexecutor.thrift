@@ -47,6 +47,11 @@ struct TaskDeployment {
     19: optional TaskRestore restore,  // the checkpoint the task restores its state from
     20: list<Vertex> chain,   // the task's operator chain, head first, host connectors included
     21: optional string job_name,  // for the TaskManager's metric labels
+    // The tenant's CPU share (fuel scheduler) and the per-call fuel limit;
+    // unset or 0 means weight 1, no rate cap, no fuel limit.
+    22: optional i32 cpu_weight,
+    23: optional i64 fuel_per_second,
+    24: optional i64 call_fuel,
 }
 
 // The snapshots a subtask merges on restore (several after a rescale).

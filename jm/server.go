@@ -346,7 +346,8 @@ func quotasOf(ts *auth.Tenants) func(string) dispatcher.Quotas {
 			Slots:       q.Slots,
 			RunningJobs: q.RunningJobs,
 			ModuleBytes: q.ModuleBytes,
-			Limits:      control.TaskLimits{MemoryBytes: q.MemoryBytes, CallTimeout: q.CallTimeout(), StateBytes: q.StateBytes},
+			Limits: control.TaskLimits{MemoryBytes: q.MemoryBytes, CallTimeout: q.CallTimeout(), StateBytes: q.StateBytes,
+				CPUWeight: q.CPUWeight, FuelPerSecond: q.FuelPerSecond, CallFuel: q.CallFuel},
 		}
 	}
 }

@@ -42,6 +42,9 @@ type Config struct {
 	// JobManager, when set, adjusts the JobManager's configuration before
 	// it starts (tests shorten heartbeat timeouts with it).
 	JobManager func(*jm.Config)
+	// Runtime, when set, adjusts the Wasm runtime's configuration (shared by
+	// the JobManager's planner and every TaskManager) before it starts.
+	Runtime func(wasmhost.RuntimeConfig) wasmhost.RuntimeConfig
 	// MetricsHost, when set, has the JobManager and every TaskManager
 	// serve Prometheus metrics on a port of their own on that host (port
 	// 0: see jm.Server.MetricsAddr, tm.TaskManager.MetricsAddr).
@@ -120,7 +123,11 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}
 	// One wasm runtime per process, shared by the JobManager (plans) and
 	// every TaskManager (tasks), so a module compiles once.
-	if c.rt, err = wasmhost.NewRuntime(ctx, wasmhost.NewRuntimeConfig().WithCacheDir(filepath.Join(c.cacheDir, "compiled"))); err != nil {
+	rc := wasmhost.NewRuntimeConfig().WithCacheDir(filepath.Join(c.cacheDir, "compiled"))
+	if cfg.Runtime != nil {
+		rc = cfg.Runtime(rc)
+	}
+	if c.rt, err = wasmhost.NewRuntime(ctx, rc); err != nil {
 		return nil, fmt.Errorf("embedded cluster: wasm runtime: %w", err)
 	}
 	jcfg := jm.Config{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -144,30 +145,38 @@ func TestRunawayTenantFailsOnlyItsOwnJob(t *testing.T) {
 const isoInputSize = 4 << 20
 
 // BenchmarkTenantIsolation measures tenant a's word count (p=2, a generated
-// input) on an embedded cluster alone and while tenant b keeps a hostile
-// job running: runaway "loop", which spins until b's 500ms call deadline
-// fails it, resubmitted as soon as it ends for the whole of a's run.
-// Iterations alternate alone and with-b runs (in alternating order), so
-// machine load hits both alike. Each run is timed from a's SubmitJob to its
-// result (module uploaded and compiled, input staged, before timing).
-// x_isolated is a's throughput with b over alone (target ≥ 0.8);
-// alone_MB/s and with_b_MB/s are the two throughputs, b_jobs/op how many
-// of b's jobs ran per with-b run, x_isolated_median the median of the
-// iterations' ratios (less swayed by one run hit by outside load).
+// input) on an embedded cluster alone and beside something hostile, one
+// sub-benchmark each: tenant b's runaway "loop" job, which spins until b's
+// 500ms call deadline fails it, or its "bomb", which allocates until b's
+// 64 MiB memory cap fails it, each resubmitted as soon as it ends for the
+// whole of a's run; or "cpuhog", an unrelated process spinning on one core
+// beside the cluster. Iterations alternate alone and beside runs (in
+// alternating order), so machine load hits both alike. Each run is timed
+// from a's SubmitJob to its result (module uploaded and compiled, input
+// staged, before timing). x_isolated is a's throughput beside the hostile
+// over alone (target ≥ 0.9); alone_MB/s and with_b_MB/s are the two
+// throughputs, b_jobs/op how many of b's jobs ran per beside run,
+// x_isolated_median the median of the iterations' ratios (less swayed by
+// one run hit by outside load).
 func BenchmarkTenantIsolation(b *testing.B) {
+	for _, hostile := range []string{"loop", "bomb", "cpuhog"} {
+		b.Run(hostile, func(b *testing.B) { benchIsolation(b, hostile) })
+	}
+}
+
+func benchIsolation(b *testing.B, hostile string) {
 	c, ca, cb := tenantCluster(b, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	wc := localtest.Guest(b, "examples/wordcount")
-	hostile := localtest.Guest(b, "local/testdata/runaway")
+	runaway := localtest.Guest(b, "local/testdata/runaway")
 	in := filepath.Join(b.TempDir(), "input.txt")
 	if err := localtest.GenerateText(in, isoInputSize, 7); err != nil {
 		b.Fatal(err)
 	}
 	args := []string{"--input", in}
 
-	// Warm up both jobs (upload, compile, stage) and check a's answer and
-	// that b's job fails on its deadline.
+	// Warm up a's job (upload, compile, stage) and check its answer.
 	words := submitAs(ctx, b, c, ca, "a", wc, args, 2)
 	r, err := ca.WaitJob(ctx, words)
 	if err != nil || r.State != client.StateFinished {
@@ -176,12 +185,20 @@ func BenchmarkTenantIsolation(b *testing.B) {
 	if d := localtest.Diff(wordCounts(b, in), localtest.Lines(r.Records)); d != "" {
 		b.Fatalf("a's word count is wrong: %s", d)
 	}
-	loop := submitAs(ctx, b, c, cb, "b", hostile, []string{"loop"}, 1)
-	if r, err := cb.WaitJob(ctx, loop); err != nil || r.State != client.StateFailed || !strings.Contains(strings.ToLower(r.Failure), "deadline") {
-		b.Fatalf("b's warm-up loop: %v %s %q", err, r.State, r.Failure)
-	}
 	specA := jobSpec(ctx, b, c, ca, "a", wc, args, 2)
-	specB := jobSpec(ctx, b, c, cb, "b", hostile, []string{"loop"}, 1)
+	start := func() (stop func() (int, error)) {
+		h := startCPUHog(b)
+		return func() (int, error) { return 0, h() }
+	}
+	if hostile != "cpuhog" {
+		// Warm up b's job too, and check it fails on its quota.
+		job := submitAs(ctx, b, c, cb, "b", runaway, []string{hostile}, 1)
+		if r, err := cb.WaitJob(ctx, job); err != nil || r.State != client.StateFailed || !hostileFailure(r.Failure) {
+			b.Fatalf("b's warm-up %s: %v %s %q", hostile, err, r.State, r.Failure)
+		}
+		specB := jobSpec(ctx, b, c, cb, "b", runaway, []string{hostile}, 1)
+		start = func() func() (int, error) { return startHostile(ctx, b, cb, specB).stop }
+	}
 
 	runA := func() time.Duration {
 		b.Helper()
@@ -208,9 +225,9 @@ func BenchmarkTenantIsolation(b *testing.B) {
 				a1 = runA()
 				continue
 			}
-			h := startHostile(ctx, b, cb, specB)
+			stop := start()
 			a2 = runA()
-			n, err := h.stop()
+			n, err := stop()
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -218,7 +235,7 @@ func BenchmarkTenantIsolation(b *testing.B) {
 		}
 		alone, withB = alone+a1, withB+a2
 		ratios = append(ratios, float64(a1)/float64(a2))
-		b.Logf("iteration %d: alone %v, with b %v", i, a1.Round(time.Millisecond), a2.Round(time.Millisecond))
+		b.Logf("iteration %d: alone %v, beside %s %v", i, a1.Round(time.Millisecond), hostile, a2.Round(time.Millisecond))
 	}
 	b.StopTimer()
 	slices.Sort(ratios)
@@ -228,6 +245,30 @@ func BenchmarkTenantIsolation(b *testing.B) {
 	b.ReportMetric(mbps(withB), "with_b_MB/s")
 	b.ReportMetric(float64(alone)/float64(withB), "x_isolated")
 	b.ReportMetric(float64(bJobs)/float64(b.N), "b_jobs/op")
+}
+
+// hostileFailure reports whether a failure of b's runaway job is its
+// quota's: the call deadline or the memory cap.
+func hostileFailure(failure string) bool {
+	f := strings.ToLower(failure)
+	return strings.Contains(f, "deadline") || strings.Contains(f, "memory")
+}
+
+// startCPUHog starts a process outside the cluster that spins on one core
+// until the returned stop kills it.
+func startCPUHog(t testing.TB) (stop func() error) {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", "while :; do :; done")
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("cpu hog: %v", err)
+	}
+	return func() error {
+		if err := cmd.Process.Kill(); err != nil {
+			return err
+		}
+		_ = cmd.Wait() // killed: its error says so
+		return nil
+	}
 }
 
 // jobSpec stages args' inputs under tenant and uploads wasm once, for jobs
@@ -319,7 +360,7 @@ func (h *hostileTenant) run(ctx context.Context, cl *client.Client, spec client.
 }
 
 // await waits for b's job id to end, cancelling it on stop. A job that
-// ends on its own must have failed on its call deadline.
+// ends on its own must have failed on its quota (call deadline or memory).
 func (h *hostileTenant) await(ctx context.Context, cl *client.Client, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, hostileJobTimeout)
 	defer cancel()
@@ -343,7 +384,7 @@ func (h *hostileTenant) await(ctx context.Context, cl *client.Client, id string)
 			return err
 		}
 		if client.Terminal(r.State) {
-			if r.State != client.StateFailed || !strings.Contains(strings.ToLower(r.Failure), "deadline") {
+			if r.State != client.StateFailed || !hostileFailure(r.Failure) {
 				return fmt.Errorf("b's job %s ended %s: %q", id, r.State, r.Failure)
 			}
 			return nil

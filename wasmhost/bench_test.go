@@ -228,3 +228,57 @@ func itoa(n int) string {
 	}
 	return string(b)
 }
+
+// BenchmarkFuelShares runs the same map (the test guest's upper-casing, 100
+// and 1000 records a batch, and its compute mode) in two runtimes, one with
+// the fuel scheduler on and one with it off, alternating in rounds of 50
+// calls so machine load hits both alike; x_on_over_off is the throughput
+// with it on over off (1 = free).
+func BenchmarkFuelShares(b *testing.B) {
+	ctx := context.Background()
+	_, _ = testGuest(b)
+	off, err := NewRuntime(ctx, NewRuntimeConfig().WithCacheDir(cacheDir()).WithFuelShares(false))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer off.Close(ctx)
+	modOff, err := off.Compile(ctx, shared.wasm)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		mode string
+		size int
+	}{{"bench", 100}, {"bench", 1000}, {"bench-compute", 100}} {
+		b.Run(c.mode+"/"+itoa(c.size)+"records", func(b *testing.B) {
+			recs := benchBatch(c.size)
+			emit := TaskConfig{Tenant: "bench", Emit: func([]abi.Record) error { return nil }}
+			on := openTask(b, []string{c.mode}, []int{2}, emit)
+			offT := openTaskOn(b, modOff, []string{c.mode}, []int{2}, emit)
+			round := func(in *Instance) time.Duration {
+				t0 := time.Now()
+				for range 50 {
+					if err := in.Process(ctx, recs); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return time.Since(t0)
+			}
+			round(on.in)
+			round(offT.in)
+			var tOn, tOff time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if i%2 == 0 {
+					tOn += round(on.in)
+					tOff += round(offT.in)
+				} else {
+					tOff += round(offT.in)
+					tOn += round(on.in)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(tOff)/float64(tOn), "x_on_over_off")
+		})
+	}
+}

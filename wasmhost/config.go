@@ -35,6 +35,9 @@ type RuntimeConfig struct {
 	cachedModules   int
 	// limits are the structural limits; zero means validate.DefaultLimits.
 	limits validate.Shape
+	// noFuelShares counts fuel but never holds a guest for its tenant's
+	// share (WithFuelShares).
+	noFuelShares bool
 }
 
 // Defaults of the compile path; see the With methods.
@@ -127,6 +130,16 @@ func (c RuntimeConfig) WithCachedModules(n int) RuntimeConfig {
 	return c
 }
 
+// WithFuelShares turns the fuel scheduler on (the default) or off. Off,
+// every guest's fuel is still counted exactly (Instance.Fuel,
+// Runtime.TenantFuel, Limits.CallFuel), but no guest ever waits for its
+// tenant's CPU share or rate cap: the kernel alone decides who runs. It is
+// there to measure what the scheduler costs (BENCHMARKS.md).
+func (c RuntimeConfig) WithFuelShares(on bool) RuntimeConfig {
+	c.noFuelShares = !on
+	return c
+}
+
 // WithCacheDir keeps compiled machine code in dir, so a module compiled once
 // by any process sharing dir compiles again in a fraction of the time.
 // Empty means no on-disk cache (an in-memory cache by digest is always on).
@@ -172,6 +185,22 @@ type Limits struct {
 	// MaxStateBytes bounds the keys and values the instance keeps in its
 	// State; a put beyond it traps with ErrMemoryLimit.
 	MaxStateBytes int64
+	// CPUWeight is the instance's tenant's share of the CPU among the
+	// tenants whose guests run in the same runtime (below 1 means 1): at a
+	// fuel trip a guest whose tenant ran further ahead of the others than
+	// its weight allows waits there, so busy tenants' fuel stays in the
+	// ratio of their weights; a tenant alone is never held. Every instance
+	// of one tenant should carry the same share (the last one started
+	// counts). See docs/RATIONALE.md, "Why fuel, not nice values?".
+	CPUWeight int
+	// FuelPerSecond caps the fuel all instances of the tenant spend per
+	// second in the runtime together; 0 means no cap.
+	FuelPerSecond int64
+	// CallFuel is a deterministic alternative to CallTimeout: a call that
+	// runs this many fuel checks (loop headers and function entries) traps
+	// with ErrFuelLimit, at the same place on every run with the same
+	// input. 0 means no fuel limit; CallTimeout stays the backstop.
+	CallFuel int64
 	// GrantClock gives the guest the host's clocks: WASI clock_time_get and
 	// now_ms read real time. Without it WASI clocks are wazero's
 	// deterministic fake clocks and now_ms is the task's virtual processing
@@ -199,6 +228,9 @@ func (l Limits) withDefaults() Limits {
 type TaskConfig struct {
 	JobID    string
 	TaskName string
+	// Tenant owns the task: its instances' fuel counts against the
+	// tenant's share (Limits.CPUWeight) and in Runtime.TenantFuel.
+	Tenant string
 	// Chain is the guest operators of the task in chain order: records go
 	// into Chain[0], and Chain[len-1]'s output reaches Emit. Host connectors
 	// are not part of it.

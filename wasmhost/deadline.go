@@ -1,10 +1,13 @@
 package wasmhost
 
 import (
+	"runtime"
 	"sync"
 	"time"
 
 	"github.com/tetratelabs/wazero/api"
+
+	"github.com/sluicehq/sluice/internal/threadprio"
 )
 
 // Call deadlines: internal/rewrite adds an interrupt global to every module,
@@ -17,10 +20,11 @@ import (
 
 // The budget is the guest thread's CPU time where the system can tell it
 // (Linux: the calling goroutine is locked to its thread for the call, see
-// hog.go), so a call starved of a core on a loaded machine, or demoted by
-// hog.go, is not stopped for time it spent waiting; a spinning guest uses
-// CPU and is stopped as before. A wall-clock backstop of wallBackstop times
-// the budget stops any call in the end.
+// callThread), so a call starved of a core on a loaded machine is not
+// stopped for time it spent waiting; a spinning guest uses CPU and is
+// stopped as before. A wall-clock backstop of wallBackstop times the budget
+// stops any call in the end; the time a guest waits at a fuel trip for its
+// tenant's share (fuel.go) moves the backstop too.
 
 // wallBackstop bounds a call's wall time as a multiple of its budget.
 const wallBackstop = 8
@@ -41,6 +45,7 @@ type deadline struct {
 	wallEnd   time.Time     // the backstop
 	hit       bool          // the deadline passed
 	cancelled bool          // the caller's context ended
+	heldAt    time.Time     // when hold began; zero when not held
 	// cpu reads the guest thread's CPU time; ok false means wall time
 	// counts.
 	cpu func() (time.Duration, bool)
@@ -141,6 +146,27 @@ func (d *deadline) resume() {
 	}
 }
 
+// hold stops the clock, and the backstop, while the guest waits at a fuel
+// trip for its tenant's share; release starts them again.
+func (d *deadline) hold() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.disarmLocked()
+	d.heldAt = time.Now()
+}
+
+func (d *deadline) release() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.heldAt.IsZero() {
+		d.wallEnd = d.wallEnd.Add(time.Since(d.heldAt))
+		d.heldAt = time.Time{}
+	}
+	if d.inCall && !d.armed && !d.hit {
+		d.armLocked()
+	}
+}
+
 // cancel interrupts the call because the caller's context ended.
 func (d *deadline) cancel() {
 	d.mu.Lock()
@@ -164,3 +190,20 @@ func (d *deadline) end() (hit, cancelled bool) {
 	}
 	return hit, cancelled
 }
+
+// callThread keeps a guest call on one OS thread, so the deadline can read
+// the call's CPU time from the thread's clock. Nothing else about the
+// thread changes: its priority stays, and so does GOMAXPROCS (the fuel
+// scheduler shares the CPU among tenants, fuel.go).
+type callThread struct{ tid int }
+
+// lockThread locks the calling goroutine to its thread for a call.
+func lockThread() callThread {
+	runtime.LockOSThread()
+	return callThread{tid: threadprio.Self()}
+}
+
+// cpuTime is the CPU time the call's thread has used.
+func (c callThread) cpuTime() (time.Duration, bool) { return threadprio.CPUTime(c.tid) }
+
+func (c callThread) unlock() { runtime.UnlockOSThread() }

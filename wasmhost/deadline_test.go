@@ -1,7 +1,6 @@
 package wasmhost
 
 import (
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -81,8 +80,8 @@ func TestDeadlineCountsTheThreadsCPUTime(t *testing.T) {
 		if _, ok := threadprio.CPUTime(threadprio.Self()); !ok {
 			t.Skip("no per-thread CPU clock here")
 		}
-		h := watchHog(new(atomic.Int64))
-		defer h.end()
+		h := lockThread()
+		defer h.unlock()
 		before, _ := h.cpuTime()
 		for x := 0; ; x++ {
 			now, _ := h.cpuTime()

@@ -14,6 +14,9 @@ var (
 	ErrTrap = errors.New("trap")
 	// ErrDeadline: a call took longer than Limits.CallTimeout.
 	ErrDeadline = errors.New("call deadline exceeded")
+	// ErrFuelLimit: a call used Limits.CallFuel: it stops at the same
+	// check on every run with the same input.
+	ErrFuelLimit = errors.New("call fuel limit exceeded")
 	// ErrMemoryLimit: the guest needed more memory than Limits.MemoryLimitBytes
 	// (or more state than Limits.MaxStateBytes).
 	ErrMemoryLimit = errors.New("memory limit exceeded")
@@ -42,7 +45,7 @@ var (
 type GuestError struct {
 	Digest   string // module digest, "sha256-<hex>"
 	Function string // the guest export that was running, e.g. "sluice_process"
-	Cause    error  // ErrTrap, ErrDeadline, ErrMemoryLimit, ErrStackOverflow, ErrExit, ErrGuestFailed
+	Cause    error  // ErrTrap, ErrDeadline, ErrFuelLimit, ErrMemoryLimit, ErrStackOverflow, ErrExit, ErrGuestFailed
 	Message  string // what happened, in the words of wazero, the host or the guest
 	Stack    string // the Wasm stack trace with function names, innermost first, when there is one
 	Output   string // the head and tail of the guest's stderr during the call, where a Go guest prints fatal errors (while planning: of all its output)

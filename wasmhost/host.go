@@ -116,7 +116,9 @@ func hostEmit(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 	// Time spent downstream (back-pressure) is not the guest's.
 	in.deadline.pause()
+	in.fuelStop()
 	err = in.cfg.Emit(recs)
+	in.fuelStart()
 	in.deadline.resume()
 	// The records point into guest memory; do not keep them reachable.
 	clear(recs)

@@ -340,29 +340,3 @@ func TestInfiniteLoopDuringGCStopsAtDeadline(t *testing.T) {
 	requireGuestError(t, <-done, ErrDeadline)
 	stillHealthy(t)
 }
-
-// TestSpinningCallIsDemoted: a call that spins past hogAfter gets its
-// thread's priority lowered (on Linux), so it yields the cores to other
-// tasks until its deadline; a quick call is left alone.
-func TestSpinningCallIsDemoted(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("per-thread priorities are Linux's")
-	}
-	procs := runtime.GOMAXPROCS(0)
-	in := handmade(t, abiModule(nil, "spin", cat([]byte{0x03, 0x40, 0x0c, 0x00, 0x0b}, i32const(0))), Limits{CallTimeout: 10 * hogAfter})
-	requireGuestError(t, in.Process(context.Background(), textRecords("x")), ErrDeadline)
-	if n := in.callStats().Demoted; n != 1 {
-		t.Fatalf("demoted calls = %d, want 1", n)
-	}
-	if p := runtime.GOMAXPROCS(0); p != procs {
-		t.Fatalf("GOMAXPROCS %d after the call, was %d: the lent P was not given back", p, procs)
-	}
-	quick := handmade(t, abiModule(nil, "quick", i32const(0)), Limits{})
-	if err := quick.Process(context.Background(), textRecords("x")); err != nil {
-		t.Fatal(err)
-	}
-	if n := quick.callStats().Demoted; n != 0 {
-		t.Fatalf("a quick call was demoted (%d)", n)
-	}
-	stillHealthy(t)
-}

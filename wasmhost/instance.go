@@ -68,15 +68,16 @@ type Instance struct {
 	countsMu sync.Mutex
 	counts   map[string]int64
 
-	stats struct{ calls, allocs, emits, hostCalls, demoted atomic.Int64 }
+	stats struct{ calls, allocs, emits, hostCalls atomic.Int64 }
 
 	// sampler, while set, records the guest's stack at its ticks (stacks.go).
 	sampler atomic.Pointer[stackSampler]
 
-	// The guest's fuel globals (see internal/rewrite), read after each call
-	// into fuel; pages is its memory size then. Both are for other
-	// goroutines: the owner's calls change the globals and the memory.
+	// The guest's fuel globals (see internal/rewrite); meter counts the
+	// fuel at every trip and call end (fuel.go) into fuel, for other
+	// goroutines, as pages holds the memory size after each call.
 	fuelLeft, fuelTrips api.Global
+	meter               fuelMeter
 	fuel, pages         atomic.Int64
 }
 
@@ -90,9 +91,6 @@ type callStats struct {
 	Allocs    int64 // of which sluice_alloc and sluice_free
 	Emits     int64 // emit calls from the guest
 	HostCalls int64 // all host function calls from the guest, including Emits
-	// Demoted are calls that ran past hogAfter, whose thread was lowered
-	// to the weakest priority until they returned (see hog.go).
-	Demoted int64
 }
 
 // callStats returns how often the instance crossed the boundary so far.
@@ -100,7 +98,6 @@ func (in *Instance) callStats() callStats {
 	return callStats{
 		Calls: in.stats.calls.Load(), Allocs: in.stats.allocs.Load(),
 		Emits: in.stats.emits.Load(), HostCalls: in.stats.hostCalls.Load(),
-		Demoted: in.stats.demoted.Load(),
 	}
 }
 
@@ -278,9 +275,10 @@ func (in *Instance) FireTimers(ctx context.Context, nowMs int64) error {
 	return in.callBatch(ctx, abi.ExportTimers, in.fns.timers, recs)
 }
 
-// measure records the guest's fuel consumed and memory size after a call.
+// measure records the guest's memory size after a call, and its fuel when
+// no trip listener counts it (a benchmark's runtime without one).
 func (in *Instance) measure() {
-	if in.fuelLeft != nil && in.fuelTrips != nil {
+	if in.meter.global == nil && in.fuelLeft != nil && in.fuelTrips != nil {
 		left := int64(uint32(in.fuelLeft.Get()))
 		in.fuel.Store(int64(in.fuelTrips.Get())*rewrite.FuelInterval + rewrite.FuelInterval - left)
 	}
@@ -289,9 +287,11 @@ func (in *Instance) measure() {
 	}
 }
 
-// Fuel returns the guest's fuel consumed by the calls that returned so far:
-// the checks it ran at function entries and loop headers (see
-// docs/SECURITY.md). It may be called from any goroutine.
+// Fuel returns the guest's fuel consumed so far: the checks it ran at
+// function entries and loop headers (see docs/SECURITY.md), counted
+// exactly at the end of every call and at every fuel trip inside one (so it
+// grows during a long call too). The same calls with the same input give
+// the same count. It may be called from any goroutine.
 func (in *Instance) Fuel() int64 { return in.fuel.Load() }
 
 // MemoryPages returns the guest's linear memory size in 64 KiB pages after
@@ -407,14 +407,16 @@ func (in *Instance) call(ctx context.Context, name string, fn api.Function, stac
 	in.failMsg = ""
 	in.logs.resetCall(in.planning)
 	in.stats.calls.Add(1)
-	hog := watchHog(&in.stats.demoted)
-	in.deadline.begin(in.lim.CallTimeout, hog.cpuTime)
+	thread := lockThread()
+	in.deadline.begin(in.lim.CallTimeout, thread.cpuTime)
 	stopWatching := context.AfterFunc(ctx, in.deadline.cancel)
 	outer := in.calling
 	in.calling = name
+	in.fuelBegin()
 	err := fn.CallWithStack(context.WithValue(ctx, instKey{}, in), stack)
+	in.fuelEnd()
 	in.calling = outer
-	hog.end()
+	thread.unlock()
 	stopWatching()
 	in.measure()
 	hit, cancelled := in.deadline.end()
@@ -473,6 +475,9 @@ func (in *Instance) classify(ctx context.Context, name string, err error, hit, c
 	var te *trapError
 	var exit *sys.ExitError
 	switch {
+	case in.meter.hit:
+		ge.Cause = ErrFuelLimit
+		ge.Message = fmt.Sprintf("the call used its fuel limit of %d and was stopped", in.meter.callLimit)
 	case hit:
 		ge.Cause = ErrDeadline
 		ge.Message = fmt.Sprintf("the call ran longer than its deadline of %v and was stopped", in.lim.CallTimeout)
@@ -498,7 +503,7 @@ func (in *Instance) classify(ctx context.Context, name string, err error, hit, c
 	if (ge.Cause == ErrTrap || ge.Cause == ErrExit) && strings.Contains(ge.Output, "fatal error: stack overflow") {
 		ge.Cause = ErrStackOverflow
 	}
-	if in.alloc.denied && ge.Cause != ErrDeadline {
+	if in.alloc.denied && ge.Cause != ErrDeadline && ge.Cause != ErrFuelLimit {
 		// The guest failed after a memory.grow was refused.
 		ge.Cause = ErrMemoryLimit
 		ge.Message = fmt.Sprintf("the guest reached its memory cap of %d bytes, then failed: %s", in.lim.MemoryLimitBytes, ge.Message)

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/abi"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/keygroup"
+	"github.com/sluicehq/sluice/wasmhost/internal/fuelshare"
 	"github.com/sluicehq/sluice/wasmhost/internal/rewrite"
 )
 
@@ -112,7 +113,7 @@ func (m *Module) Instantiate(ctx context.Context, cfg TaskConfig) (*Instance, er
 		logger = m.rt.logger
 	}
 	in, err := m.instantiate(ctx, instanceSetup{
-		lim: cfg.Limits, logger: logger,
+		lim: cfg.Limits, logger: logger, tenant: cfg.Tenant,
 		seed: fmt.Sprintf("%s\x00%s\x00%d", cfg.JobID, cfg.TaskName, cfg.Subtask),
 	})
 	if err != nil {
@@ -129,6 +130,7 @@ type instanceSetup struct {
 	lim    Limits
 	logger *slog.Logger
 	seed   string
+	tenant string // whose share the instance's fuel counts against
 }
 
 func (m *Module) instantiate(ctx context.Context, s instanceSetup) (*Instance, error) {
@@ -142,7 +144,7 @@ func (m *Module) instantiate(ctx context.Context, s instanceSetup) (*Instance, e
 	}
 	logger := s.logger.With("module", shortDigest(m.digest))
 	in := &Instance{
-		m: m, lim: lim, logger: logger,
+		m: m, lim: lim, logger: logger, cfg: TaskConfig{Tenant: s.tenant},
 		alloc:  &cappedAllocator{limit: lim.MemoryLimitBytes},
 		logs:   &logSink{logger: logger, budget: lim.MaxLogBytes},
 		counts: make(map[string]int64),
@@ -180,6 +182,13 @@ func (m *Module) instantiate(ctx context.Context, s instanceSetup) (*Instance, e
 	}
 	in.deadline.stop = stop
 	in.fuelLeft, in.fuelTrips = mod.ExportedGlobal(rewrite.FuelExport), mod.ExportedGlobal(rewrite.FuelTripsExport)
+	if g, ok := in.fuelLeft.(api.MutableGlobal); ok && !m.rt.noTickListener {
+		// Without the trip listener (a benchmark's runtime) nobody sees the
+		// trips: measure reads the globals instead, and nothing is shared.
+		in.meter.global = g
+	}
+	in.meter.share = fuelshare.Share{Weight: lim.CPUWeight, FuelPerSecond: lim.FuelPerSecond}
+	in.meter.callLimit = lim.CallFuel
 	in.measure()
 	f := mod.ExportedFunction
 	in.fns.alloc, in.fns.free = f(abi.ExportAlloc), f(abi.ExportFree)

@@ -60,6 +60,9 @@ type Runtime struct {
 	inflight map[string]*compileCall
 	closed   bool
 
+	// fuel shares the CPU among tenants at the guests' fuel trips (fuel.go).
+	fuel *fuelGate
+
 	// sampling counts the stack samples in progress, so the $tick listener
 	// of every instance returns at once while there are none (stacks.go).
 	sampling atomic.Int32
@@ -107,6 +110,7 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 		modules: make(map[string]weak.Pointer[Module]), inflight: make(map[string]*compileCall),
 		hostFuncs: make(map[string]api.FunctionDefinition),
 		logger:    cfg.logger,
+		fuel:      newFuelGate(cfg.noFuelShares),
 		gate:      admit.New(cfg.compileGlobal, cfg.compilePerOwner, cfg.compileQueue),
 	}
 	rt.stop, rt.stopFunc = context.WithCancel(context.WithoutCancel(ctx))

@@ -18,9 +18,9 @@ import (
 // Guest stack samples. The instrumented module calls its $tick function
 // every rewrite.FuelInterval fuel checks (loop headers and function
 // entries); a wazero function listener on $tick alone sees the guest's
-// call stack there. With nobody sampling, the listener returns after one
-// atomic load, every FuelInterval checks: the guest's own functions carry
-// no listener and run as they did. Samples are therefore taken where the
+// call stack there. With nobody sampling, the listener only counts the
+// fuel and asks the fuel scheduler (fuel.go), every FuelInterval checks:
+// the guest's own functions carry no listener and run as they did. Samples are therefore taken where the
 // guest spends its checks (loop iterations and calls), not at
 // wall-clock instants: a guest blocked in a host call (emit waiting for
 // credit) or between calls is not sampled at all. See docs/RATIONALE.md.
@@ -74,16 +74,17 @@ type stackSampler struct {
 type tickListener struct{ rt *Runtime }
 
 func (l tickListener) Before(ctx context.Context, _ api.Module, _ api.FunctionDefinition, _ []uint64, it experimental.StackIterator) {
-	if l.rt.sampling.Load() == 0 {
-		return
-	}
 	in, _ := ctx.Value(instKey{}).(*Instance)
 	if in == nil {
 		return
 	}
-	if s := in.sampler.Load(); s != nil {
-		s.record(it)
+	if l.rt.sampling.Load() != 0 {
+		if s := in.sampler.Load(); s != nil {
+			s.record(it)
+		}
 	}
+	// The trip is also the fuel scheduler's preemption point (fuel.go).
+	in.fuelTrip(ctx)
 }
 
 func (tickListener) After(context.Context, api.Module, api.FunctionDefinition, []uint64) {}

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -179,19 +180,26 @@ func printDetails(w io.Writer, d client.JobDetails) {
 		fmt.Fprintf(w, "module    %s\n", d.ModuleDigest)
 	}
 	fmt.Fprintf(w, "restarts  %d\n", d.Restarts)
+	if f := d.Fuel; f > 0 {
+		fmt.Fprintf(w, "fuel      %d\n", f)
+	}
 	printAccumulators(w, d.Accumulators)
 	if len(d.Vertices) > 0 {
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "VERTEX\tSUBTASK\tSTATE\tTASK MANAGER\tATTEMPT")
+		fmt.Fprintln(tw, "VERTEX\tSUBTASK\tSTATE\tTASK MANAGER\tATTEMPT\tFUEL")
 		for _, v := range d.Vertices {
-			fmt.Fprintf(tw, "%d %s (p=%d)\t\t%s\t\t\n", v.ID, quoteName(v.Name), v.Parallelism, vertexState(v))
+			fmt.Fprintf(tw, "%d %s (p=%d)\t\t%s\t\t\t\n", v.ID, quoteName(v.Name), v.Parallelism, vertexState(v))
 			for _, s := range v.Subtasks {
 				tmName := s.TaskManager
 				if tmName == "" {
 					tmName = "-"
 				}
-				fmt.Fprintf(tw, "\t%d\t%s\t%s\t%d\n", s.Index, s.State, tmName, s.Attempt)
+				fuel := "-"
+				if s.Metrics != nil {
+					fuel = strconv.FormatInt(s.Metrics.Fuel, 10)
+				}
+				fmt.Fprintf(tw, "\t%d\t%s\t%s\t%d\t%s\n", s.Index, s.State, tmName, s.Attempt, fuel)
 			}
 		}
 		tw.Flush()

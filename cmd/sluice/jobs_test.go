@@ -23,12 +23,18 @@ func TestStatusShowsAccumulatorsAndHistory(t *testing.T) {
 			{Time: at.Add(20 * time.Second), Cause: "guest trap\nwasm stack:\n  main.go:3"},
 		},
 		Failure: "stale: a server that still sends it",
+		Fuel:    1234,
+		Vertices: []client.VertexStatus{{ID: 1, Name: "map", Parallelism: 2, Subtasks: []client.SubtaskStatus{
+			{Index: 0, State: "FINISHED", Metrics: &client.SubtaskMetrics{Fuel: 1200}},
+			{Index: 1, State: "FINISHED", Metrics: &client.SubtaskMetrics{Fuel: 34}},
+		}}},
 	}
 	var b bytes.Buffer
 	printDetails(&b, d)
 	out := b.String()
 	for _, want := range []string{
-		"restarts  2\n",
+		"restarts  2\nfuel      1234\n",
+		"FUEL\n",
 		"accumulators:\n  \"\\x1b[2J\" 1\n  records 40000\n  violations 0\n", // guest text is escaped
 		"history:\n  2024-05-06 07:08:19  task manager tm1 lost\\x1b[2J\n  2024-05-06 07:08:29  guest trap\n                       wasm stack:\n",
 	} {

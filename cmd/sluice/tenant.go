@@ -66,6 +66,9 @@ to add under "tenants" is printed. Send the JobManager SIGHUP to load the file
 	cmd.Flags().Int64Var(&q.MemoryBytes, "memory-bytes", 0, "quota: Wasm memory per instance in bytes (0: the cluster's limit)")
 	cmd.Flags().Int64Var(&q.CallTimeoutMs, "call-timeout-ms", 0, "quota: deadline of one guest call in ms (0: the cluster's)")
 	cmd.Flags().Int64Var(&q.StateBytes, "state-bytes", 0, "quota: keyed and operator state per task in bytes (0: the cluster's)")
+	cmd.Flags().IntVar(&q.CPUWeight, "cpu-weight", 0, "quota: CPU share against the other tenants on a TaskManager (0: 1)")
+	cmd.Flags().Int64Var(&q.FuelPerSecond, "fuel-per-second", 0, "quota: fuel per second on a TaskManager, all the tenant's guests together (0: no cap)")
+	cmd.Flags().Int64Var(&q.CallFuel, "call-fuel", 0, "quota: fuel limit of one guest call (0: none)")
 	return cmd
 }
 

@@ -42,7 +42,22 @@ type Quotas struct {
 	CallTimeoutMs int64 `json:"call_timeout_ms,omitempty"`
 	// StateBytes is the most keyed and operator state one task may hold.
 	StateBytes int64 `json:"state_bytes,omitempty"`
+	// CPUWeight is the tenant's CPU share on each TaskManager, relative to
+	// the other tenants whose guests run there: busy tenants' fuel stays in
+	// the ratio of their weights (0 means 1; at most MaxCPUWeight).
+	CPUWeight int `json:"cpu_weight,omitempty"`
+	// FuelPerSecond caps the fuel the tenant's guests spend per second on
+	// each TaskManager, all together.
+	FuelPerSecond int64 `json:"fuel_per_second,omitempty"`
+	// CallFuel is the fuel limit of each guest call: a call that runs this
+	// many fuel checks fails, at the same place on every run (a job's
+	// sandbox.call-fuel may only lower it).
+	CallFuel int64 `json:"call_fuel,omitempty"`
 }
+
+// MaxCPUWeight bounds Quotas.CPUWeight: a share beyond ten thousand to one
+// is no share.
+const MaxCPUWeight = 10_000
 
 // CallTimeout returns CallTimeoutMs as a duration.
 func (q Quotas) CallTimeout() time.Duration { return time.Duration(q.CallTimeoutMs) * time.Millisecond }
@@ -113,7 +128,8 @@ func LoadTenants(path string) (*Tenants, error) {
 // column), a tenant name that is not a DNS label (blob.ValidateTenant), a
 // name twice, a hash that is not 64 hex digits, the same hash for two
 // tenants, a negative quota, a policy entry that names no config key,
-// connector or host pattern (Policy). Each names the tenant.
+// connector or host pattern (Policy), a cpu_weight above MaxCPUWeight. Each
+// names the tenant.
 func ParseTenants(b []byte) (*Tenants, error) {
 	f, err := decodeFile(b)
 	if err != nil {
@@ -130,11 +146,15 @@ func ParseTenants(b []byte) (*Tenants, error) {
 			return nil, fmt.Errorf("tenant %q listed twice: merge its entries (token_sha256 takes several hashes)", tn.Name)
 		}
 		q := tn.Quotas
-		if q.Slots < 0 || q.RunningJobs < 0 || q.ModuleBytes < 0 || q.MemoryBytes < 0 || q.CallTimeoutMs < 0 || q.StateBytes < 0 {
+		if q.Slots < 0 || q.RunningJobs < 0 || q.ModuleBytes < 0 || q.MemoryBytes < 0 || q.CallTimeoutMs < 0 || q.StateBytes < 0 ||
+			q.FuelPerSecond < 0 || q.CallFuel < 0 {
 			return nil, fmt.Errorf("tenant %q: quotas must be 0 (no limit) or more", tn.Name)
 		}
 		if err := tn.Policy.validate(known); err != nil {
 			return nil, fmt.Errorf("tenant %q: policy: %w", tn.Name, err)
+		}
+		if q.CPUWeight < 0 || q.CPUWeight > MaxCPUWeight {
+			return nil, fmt.Errorf("tenant %q: cpu_weight %d: want 1 to %d (0 or unset means 1)", tn.Name, q.CPUWeight, MaxCPUWeight)
 		}
 		for _, h := range tn.TokenSHA256 {
 			raw, err := hex.DecodeString(strings.ToLower(h))

@@ -49,6 +49,7 @@ func check(ctx context.Context, runPattern, pkgs string, lint bool) error {
 			{"gofmt", gofmtCheck},
 			{"go vet", vet},
 			{"layer rules (internal/check/layers.txt)", layersCheck},
+			{"host code never sets GOMAXPROCS", procsCheck},
 			{"kitex generation check", genCheck},
 			{"wasip1 build of sdk/guest", guestBuild},
 		}

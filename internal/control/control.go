@@ -45,6 +45,12 @@ type TaskLimits struct {
 	MemoryBytes int64         // linear memory of each instance
 	CallTimeout time.Duration // deadline of one guest call
 	StateBytes  int64         // keyed and operator state of the task
+	// CPUWeight and FuelPerSecond are the tenant's CPU share on the
+	// TaskManager (0: weight 1, no rate cap); CallFuel is the fuel limit
+	// of one guest call (0: none).
+	CPUWeight     int
+	FuelPerSecond int64
+	CallFuel      int64
 }
 
 // Deployment is everything a TaskManager needs to run one subtask of one

@@ -25,6 +25,9 @@ type Config struct {
 	Clock Clock
 	// Poison is the job's poison-record policy.
 	Poison Poison
+	// CallFuel is the job's per-call fuel limit (KeyCallFuel); 0 means
+	// none.
+	CallFuel int64
 }
 
 // Poison is what a job's tasks do with a record that traps the guest

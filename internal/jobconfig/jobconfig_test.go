@@ -63,6 +63,7 @@ func TestParse(t *testing.T) {
 			c.Restart = jobconfig.Restart{Strategy: jobconfig.RestartFailureRate, MaxFailuresPerInterval: ptr(3), FailureRateInterval: ptr(5 * time.Minute), FailureRateDelay: ptr(time.Duration(0))}
 		})},
 		{"wall clock", map[string]string{"sandbox.clock": "wall"}, with(func(c *jobconfig.Config) { c.Clock = jobconfig.ClockWall })},
+		{"call fuel", map[string]string{"sandbox.call-fuel": "5000000"}, with(func(c *jobconfig.Config) { c.CallFuel = 5_000_000 })},
 		{"virtual clock", map[string]string{"sandbox.clock": "virtual"}, jobconfig.Default()},
 		{"inputs", map[string]string{"inputs": `{"a.txt": "tenants/t/uploads/1/a.txt", "dir": "tenants/t/uploads/1/dir/"}`},
 			with(func(c *jobconfig.Config) {
@@ -92,6 +93,8 @@ func TestParseRejects(t *testing.T) {
 		err  string
 	}{
 		{"unknown strategy", map[string]string{"restart-strategy": "sometimes"}, `config restart-strategy="sometimes": want none, fixed-delay, exponential-delay or failure-rate`},
+		{"bad call fuel", map[string]string{"sandbox.call-fuel": "0"}, `sandbox.call-fuel="0": want a whole number of fuel checks from 1 to`},
+		{"call fuel not a number", map[string]string{"sandbox.call-fuel": "1e6"}, `sandbox.call-fuel="1e6"`},
 		{"bad attempts", map[string]string{"restart-strategy.fixed-delay.attempts": "-1"}, `restart-strategy.fixed-delay.attempts="-1": want a whole number from 0 to 1000000`},
 		{"bad delay", map[string]string{"restart-strategy.fixed-delay.delay": "soon"}, `restart-strategy.fixed-delay.delay="soon"`},
 		{"bad initial backoff", map[string]string{"restart-strategy.exponential-delay.initial-backoff": "0s"}, `restart-strategy.exponential-delay.initial-backoff="0s": want a duration from 1ms to 24h0m0s`},
@@ -174,6 +177,7 @@ func TestMapRoundTrips(t *testing.T) {
 		"pipeline.poison-records.max-per-million": "50",
 		"pipeline.poison-records.max-count":       "0",
 		"pipeline.dead-letter.path":               "dead/orders",
+		"sandbox.call-fuel":                       "123456789",
 	}
 	if len(full) != len(jobconfig.Keys()) {
 		t.Fatalf("the test sets %d keys, the table has %d", len(full), len(jobconfig.Keys()))
@@ -227,7 +231,7 @@ func TestKeysTable(t *testing.T) {
 		seen[k.Name] = true
 	}
 	for _, k := range []string{
-		jobconfig.KeyInputs, jobconfig.KeyClock,
+		jobconfig.KeyInputs, jobconfig.KeyClock, jobconfig.KeyCallFuel,
 		jobconfig.KeyCheckpointInterval, jobconfig.KeyCheckpointTimeout, jobconfig.KeyCheckpointMinPause,
 		jobconfig.KeyCheckpointMaxConcurrent, jobconfig.KeyCheckpointTolerable, jobconfig.KeyCheckpointsRetained,
 		jobconfig.KeyCheckpointRetention, jobconfig.KeyRestartStrategy, jobconfig.KeyFixedDelayAttempts, jobconfig.KeyFixedDelayDelay,

@@ -23,6 +23,9 @@ const (
 	KeyInputs = "inputs"
 	// KeyClock chooses what a guest's clock reads: virtual or wall.
 	KeyClock = "sandbox.clock"
+	// KeyCallFuel is the per-call fuel limit: a guest call that runs this
+	// many fuel checks fails, at the same place on every run.
+	KeyCallFuel = "sandbox.call-fuel"
 
 	KeyCheckpointInterval      = "execution.checkpointing.interval"
 	KeyCheckpointTimeout       = "execution.checkpointing.timeout"
@@ -80,6 +83,8 @@ const (
 	MaxRestartDelay      = 24 * time.Hour
 	MaxRestartWindow     = 30 * 24 * time.Hour
 	MaxBackoffMultiplier = 100.0
+	// MaxCallFuel bounds KeyCallFuel (about an hour of a guest's checks).
+	MaxCallFuel = 1 << 50
 	// RestartKinds lists the strategies for error messages.
 	RestartKinds = "none, fixed-delay, exponential-delay or failure-rate"
 )
@@ -261,6 +266,21 @@ func table() []entry {
 					KeyClock, s, ClockVirtual, ClockWall)
 			},
 			format: func(c Config) (string, bool) { return string(c.Clock), c.Clock != "" && c.Clock != ClockVirtual },
+		},
+		{
+			name: KeyCallFuel, def: "none (the tenant's quota, if any)",
+			doc: fmt.Sprintf("fuel limit of one guest call, 1 to %d: a call that runs this many fuel checks (loop headers and function entries) "+
+				"fails with a fuel-limit error at the same place on every run; the tenant's call_fuel quota, when lower, wins, "+
+				"and the call deadline stays as a backstop", MaxCallFuel),
+			parse: func(c *Config, s string) error {
+				n, err := strconv.ParseInt(s, 10, 64)
+				if err != nil || n < 1 || n > MaxCallFuel {
+					return fmt.Errorf("config %s=%q: want a whole number of fuel checks from 1 to %d", KeyCallFuel, s, int64(MaxCallFuel))
+				}
+				c.CallFuel = n
+				return nil
+			},
+			format: func(c Config) (string, bool) { return strconv.FormatInt(c.CallFuel, 10), c.CallFuel > 0 },
 		},
 	}
 }

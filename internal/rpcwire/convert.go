@@ -3,6 +3,7 @@ package rpcwire
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/common"
@@ -116,6 +117,18 @@ func DeploymentToWire(d control.Deployment) (*taskexecutor.TaskDeployment, error
 		mem, call, state := l.MemoryBytes, l.CallTimeout.Milliseconds(), l.StateBytes
 		w.MemoryLimitBytes, w.CallTimeoutMs, w.MaxStateBytes = &mem, &call, &state
 	}
+	if l := d.Limits; l.CPUWeight > 0 {
+		weight := int32(min(l.CPUWeight, math.MaxInt32))
+		w.CpuWeight = &weight
+	}
+	if l := d.Limits; l.FuelPerSecond > 0 {
+		rate := l.FuelPerSecond
+		w.FuelPerSecond = &rate
+	}
+	if l := d.Limits; l.CallFuel > 0 {
+		fuel := l.CallFuel
+		w.CallFuel = &fuel
+	}
 	for _, in := range d.Inputs {
 		w.Inputs = append(w.Inputs, &taskexecutor.InputSpec{ResultId: in.ResultID, Producers: int32(in.Producers)})
 	}
@@ -169,9 +182,12 @@ func DeploymentFromWire(w *taskexecutor.TaskDeployment) (control.Deployment, err
 		Config:           conf,
 		Restore:          restoreFromWire(w.Restore),
 		Limits: control.TaskLimits{
-			MemoryBytes: max(w.GetMemoryLimitBytes(), 0),
-			CallTimeout: time.Duration(max(w.GetCallTimeoutMs(), 0)) * time.Millisecond,
-			StateBytes:  max(w.GetMaxStateBytes(), 0),
+			MemoryBytes:   max(w.GetMemoryLimitBytes(), 0),
+			CallTimeout:   time.Duration(max(w.GetCallTimeoutMs(), 0)) * time.Millisecond,
+			StateBytes:    max(w.GetMaxStateBytes(), 0),
+			CPUWeight:     int(max(w.GetCpuWeight(), 0)),
+			FuelPerSecond: max(w.GetFuelPerSecond(), 0),
+			CallFuel:      max(w.GetCallFuel(), 0),
 		},
 	}
 	for _, in := range w.GetInputs() {

@@ -38,7 +38,8 @@ func testDeployment() control.Deployment {
 			{ResultID: "r4", Partitioner: jobgraph.Broadcast},
 		},
 		AllocationID: "al", JobMasterAddress: "jm:1", Config: conf,
-		Limits:  control.TaskLimits{MemoryBytes: 1 << 20, CallTimeout: 2 * time.Second, StateBytes: 7},
+		Limits: control.TaskLimits{MemoryBytes: 1 << 20, CallTimeout: 2 * time.Second, StateBytes: 7,
+			CPUWeight: 3, FuelPerSecond: 1e9, CallFuel: 5e6},
 		Restore: &checkpoint.TaskRestore{CheckpointID: 7, States: []checkpoint.StateHandle{{Key: "tenants/default/x", Size: 10, KeyGroupEnd: 63}}},
 	}
 }
@@ -109,7 +110,9 @@ func TestDeploymentFromWireRefuses(t *testing.T) {
 	// Negative limits read as unset.
 	w := good()
 	neg := int64(-5)
+	negWeight := int32(-5)
 	w.MemoryLimitBytes, w.CallTimeoutMs, w.MaxStateBytes = &neg, &neg, &neg
+	w.CpuWeight, w.FuelPerSecond, w.CallFuel = &negWeight, &neg, &neg
 	if d, err := DeploymentFromWire(w); err != nil || d.Limits != (control.TaskLimits{}) {
 		t.Fatalf("negative limits: %+v, %v", d.Limits, err)
 	}

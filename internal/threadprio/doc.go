@@ -1,13 +1,11 @@
-// Package threadprio lowers the scheduling priority of one OS thread: for a
-// guest call that hogs a core (wasmhost) and for a checkpoint's background
-// encoding (tm/task), so that work yields the CPU to the tasks that keep a
-// job going.
+// Package threadprio reads the CPU clock of one OS thread, for the guest
+// call deadline (wasmhost), which counts the CPU time a call's thread used
+// rather than the wall time it waited for a core.
 //
-// A goroutine cannot have a priority; its thread can. Callers lock their
-// goroutine to its thread (runtime.LockOSThread) for as long as the thread
-// is lowered. A lowered thread also lends its Go scheduler slot: GOMAXPROCS
-// goes up by one until Raise, because a low-priority thread that keeps
-// running still holds a P, which would leave the rest of the process one P
-// short. On Linux priorities are per-thread nice values; elsewhere Lower
-// fails and nothing changes.
+// A goroutine has no CPU clock; its thread has. Callers lock their
+// goroutine to its thread (runtime.LockOSThread) for as long as they read
+// the thread's clock. It does not change thread priorities or GOMAXPROCS:
+// the CPU is shared among tenants by fuel (wasmhost), not by the kernel's
+// nice values (docs/RATIONALE.md, "Why fuel, not nice values?"). On Linux
+// the clock is the per-thread CPU clock; elsewhere CPUTime reports false.
 package threadprio

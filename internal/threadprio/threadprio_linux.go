@@ -6,14 +6,7 @@ import (
 	"unsafe"
 )
 
-// weakest is nice 19: about 1.5% of a core against a thread at 0.
-const weakest = 19
-
 func threadID() int { return syscall.Gettid() }
-
-func setNice(tid, nice int) error {
-	return syscall.Setpriority(syscall.PRIO_PROCESS, tid, nice)
-}
 
 // cpuTime reads the CPU clock of thread tid of this process (Linux's
 // per-thread CPU clock id: the complemented tid, shifted, with the

@@ -79,3 +79,19 @@ func TestMetricsReachTheSubtasks(t *testing.T) {
 		return nil
 	})
 }
+
+// A job's fuel counts each task once, though every vertex of its chain
+// shows the task's figures, and nothing before a deployment.
+func TestDetailsFuelCountsEachTaskOnce(t *testing.T) {
+	task := func(exec string, fuel int64) SubtaskStatus {
+		return SubtaskStatus{execID: exec, Metrics: control.TaskMetrics{Fuel: fuel}}
+	}
+	d := Details{Vertices: []VertexStatus{
+		{Subtasks: []SubtaskStatus{task("e1", 100), task("e2", 20)}}, // a chain of two vertices
+		{Subtasks: []SubtaskStatus{task("e1", 100), task("e2", 20)}},
+		{Subtasks: []SubtaskStatus{task("e3", 3), task("", 0)}}, // one not deployed yet
+	}}
+	if got := d.Fuel(); got != 123 {
+		t.Fatalf("fuel %d, want 123", got)
+	}
+}

@@ -92,6 +92,24 @@ type SubtaskStatus struct {
 	execID string // the attempt's execution id; "" before deployment
 }
 
+// Fuel returns the guest fuel of the job's current attempts: each task's
+// latest report once, though every vertex of its chain shows it (a
+// restarted subtask starts again from 0).
+func (d Details) Fuel() int64 {
+	seen := map[string]bool{}
+	var n int64
+	for _, v := range d.Vertices {
+		for _, s := range v.Subtasks {
+			if s.execID == "" || seen[s.execID] {
+				continue
+			}
+			seen[s.execID] = true
+			n += s.Metrics.Fuel
+		}
+	}
+	return n
+}
+
 // VertexStatus is one operator with its subtasks.
 type VertexStatus struct {
 	ID          int

@@ -45,7 +45,7 @@ func jobDesc(name, help string) *prometheus.Desc {
 type Collector struct {
 	src Source
 
-	jobs, uptime, restarts                            *prometheus.Desc
+	jobs, uptime, restarts, fuel                      *prometheus.Desc
 	cpCompleted, cpFailed, cpDuration, cpSize, cpAlig *prometheus.Desc
 	tms, slotsTotal, slotsFree                        *prometheus.Desc
 }
@@ -60,6 +60,7 @@ func NewCollector(src Source) *Collector {
 		jobs:        prometheus.NewDesc("sluice_jobs", "Jobs the JobManager holds, by tenant and state.", []string{"tenant", "state"}, nil),
 		uptime:      jobDesc("uptime_seconds", "Seconds since a job that has not ended started."),
 		restarts:    jobDesc("restarts_total", "Times a job restarted after a failure."),
+		fuel:        jobDesc("fuel_total", "Guest fuel of the job's current attempts, each task's latest report once (a restart starts a subtask from 0)."),
 		cpCompleted: jobDesc("checkpoints_completed_total", "Checkpoints and savepoints of a job that completed."),
 		cpFailed:    jobDesc("checkpoints_failed_total", "Checkpoints and savepoints of a job that failed (aborted)."),
 		cpDuration:  jobDesc("last_checkpoint_duration_ms", "How long the job's last completed checkpoint took, trigger to completion."),
@@ -73,7 +74,7 @@ func NewCollector(src Source) *Collector {
 
 // Describe sends every metric's description.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.jobs, c.uptime, c.restarts, c.cpCompleted, c.cpFailed, c.cpDuration, c.cpSize, c.cpAlig, c.tms, c.slotsTotal, c.slotsFree} {
+	for _, d := range []*prometheus.Desc{c.jobs, c.uptime, c.restarts, c.fuel, c.cpCompleted, c.cpFailed, c.cpDuration, c.cpSize, c.cpAlig, c.tms, c.slotsTotal, c.slotsFree} {
 		ch <- d
 	}
 }
@@ -109,6 +110,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				align = max(align, st.Metrics.LastAlignmentMs)
 			}
 		}
+		ch <- prometheus.MustNewConstMetric(c.fuel, prometheus.CounterValue, float64(d.Fuel()), lv...)
 		if align >= 0 {
 			ch <- prometheus.MustNewConstMetric(c.cpAlig, prometheus.GaugeValue, float64(align), lv...)
 		}

@@ -51,20 +51,21 @@ func TestCollectorExportsJobsCheckpointsAndSlots(t *testing.T) {
 	got := promtest.Gather(t, c)
 	j1 := "job_id=j1,job_name=wc,tenant=acme"
 	want := map[string]float64{
-		"sluice_job_uptime_seconds{" + j1 + "}":               90,
-		"sluice_job_restarts_total{" + j1 + "}":               2,
-		"sluice_job_checkpoints_completed_total{" + j1 + "}":  8,
-		"sluice_job_checkpoints_failed_total{" + j1 + "}":     1,
-		"sluice_job_last_checkpoint_duration_ms{" + j1 + "}":  250,
-		"sluice_job_last_checkpoint_size_bytes{" + j1 + "}":   4096,
-		"sluice_job_last_checkpoint_alignment_ms{" + j1 + "}": 11,
-		"sluice_jobs{state=RUNNING,tenant=acme}":              1,
-		"sluice_jobs{state=FINISHED,tenant=acme}":             1,
-		"sluice_jobs{state=FAILED,tenant=acme}":               0,
-		"sluice_jobs{state=FAILED,tenant=beta}":               1,
-		"sluice_taskmanagers{}":                               2,
-		"sluice_slots_total{}":                                8,
-		"sluice_slots_free{}":                                 5,
+		"sluice_job_uptime_seconds{" + j1 + "}":                     90,
+		"sluice_job_restarts_total{" + j1 + "}":                     2,
+		"sluice_job_fuel_total{job_id=j2,job_name=old,tenant=acme}": 0,
+		"sluice_job_checkpoints_completed_total{" + j1 + "}":        8,
+		"sluice_job_checkpoints_failed_total{" + j1 + "}":           1,
+		"sluice_job_last_checkpoint_duration_ms{" + j1 + "}":        250,
+		"sluice_job_last_checkpoint_size_bytes{" + j1 + "}":         4096,
+		"sluice_job_last_checkpoint_alignment_ms{" + j1 + "}":       11,
+		"sluice_jobs{state=RUNNING,tenant=acme}":                    1,
+		"sluice_jobs{state=FINISHED,tenant=acme}":                   1,
+		"sluice_jobs{state=FAILED,tenant=acme}":                     0,
+		"sluice_jobs{state=FAILED,tenant=beta}":                     1,
+		"sluice_taskmanagers{}":                                     2,
+		"sluice_slots_total{}":                                      8,
+		"sluice_slots_free{}":                                       5,
 	}
 	for k, v := range want {
 		if g, ok := got[k]; !ok || g != v {

@@ -43,6 +43,9 @@ func detailsToWire(d jmd.Details) *dispatcher.JobDetails {
 		Restarts:     int32(d.Restarts),
 		StateTimesMs: map[string]int64{},
 	}
+	if f := d.Fuel(); f > 0 {
+		w.Fuel = &f
+	}
 	if d.ModuleDigest != "" {
 		digest := d.ModuleDigest
 		w.ModuleDigest = &digest
@@ -67,6 +70,7 @@ func detailsToWire(d jmd.Details) *dispatcher.JobDetails {
 					RecordsIn: m.RecordsIn, RecordsOut: m.RecordsOut, BytesIn: m.BytesIn, BytesOut: m.BytesOut,
 					BusyMsPerSecond: m.BusyMsPerSecond, IdleMsPerSecond: m.IdleMsPerSecond,
 					BackpressuredMsPerSecond: m.BackPressuredMsPerSecond, ReportedMs: m.Reported.UnixMilli(),
+					Fuel: &m.Fuel,
 				}
 			}
 			vs.Subtasks = append(vs.Subtasks, st)

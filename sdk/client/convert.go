@@ -36,6 +36,7 @@ func detailsFromWire(d *dispatcher.JobDetails) JobDetails {
 		Restarts:     int(d.GetRestarts()),
 		ModuleDigest: d.GetModuleDigest(),
 		Accumulators: d.GetAccumulators(),
+		Fuel:         d.GetFuel(),
 	}
 	for _, f := range d.GetHistory() {
 		if f != nil {
@@ -69,6 +70,7 @@ func detailsFromWire(d *dispatcher.JobDetails) JobDetails {
 					RecordsIn: m.RecordsIn, RecordsOut: m.RecordsOut, BytesIn: m.BytesIn, BytesOut: m.BytesOut,
 					BusyMsPerSecond: m.BusyMsPerSecond, IdleMsPerSecond: m.IdleMsPerSecond,
 					BackPressuredMsPerSecond: m.BackpressuredMsPerSecond, Reported: msTime(m.ReportedMs),
+					Fuel: m.GetFuel(),
 				}
 			}
 			vs.Subtasks = append(vs.Subtasks, ss)

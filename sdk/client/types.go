@@ -100,6 +100,10 @@ type SubtaskMetrics struct {
 	IdleMsPerSecond          int64     `json:"idle_ms_per_second"`
 	BackPressuredMsPerSecond int64     `json:"backpressured_ms_per_second"`
 	Reported                 time.Time `json:"reported"` // when the TaskManager measured them
+	// Fuel is the guest's fuel the attempt consumed: the checks it ran at
+	// loop headers and function entries, the same for the same input (its
+	// tenant's CPU share is measured in it). 0 for a task without a guest.
+	Fuel int64 `json:"fuel"`
 }
 
 // LogLine is one kept log line of a task, or of a TaskManager's own log.
@@ -191,6 +195,10 @@ type JobDetails struct {
 	ModuleDigest string               `json:"module_digest,omitempty"`
 	// Accumulators are summed over every task, once the job FINISHED.
 	Accumulators map[string]int64 `json:"accumulators,omitempty"`
+	// Fuel is the guest fuel of the job's current attempts, each task's
+	// latest report once (a restarted subtask starts again from 0): the
+	// same input gives the same fuel.
+	Fuel int64 `json:"fuel,omitempty"`
 }
 
 // FailureRecord is one failure of a job.

@@ -552,6 +552,10 @@ func (e *Executor) runTask(ctx context.Context, rt *runningTask, rep *reporter, 
 	}
 	limits := taskLimits(e.cfg.Limits, d.Limits)
 	limits.GrantClock = d.Config.Clock == jobconfig.ClockWall
+	// The job's own fuel limit may only lower its tenant's.
+	if f := d.Config.CallFuel; f > 0 && (limits.CallFuel <= 0 || f < limits.CallFuel) {
+		limits.CallFuel = f
+	}
 	deps := task.Deps{
 		Runtime:  e.cfg.Runtime,
 		Modules:  e.modules,
@@ -603,6 +607,9 @@ func taskLimits(base wasmhost.Limits, dep control.TaskLimits) wasmhost.Limits {
 	l.MemoryLimitBytes = uint64(lower(int64(base.MemoryLimitBytes), dep.MemoryBytes))
 	l.CallTimeout = time.Duration(lower(int64(base.CallTimeout), int64(dep.CallTimeout)))
 	l.MaxStateBytes = lower(base.MaxStateBytes, dep.StateBytes)
+	l.CallFuel = lower(base.CallFuel, dep.CallFuel)
+	// The share is the tenant's: the TaskManager has none of its own.
+	l.CPUWeight, l.FuelPerSecond = max(dep.CPUWeight, 0), max(dep.FuelPerSecond, 0)
 	return l
 }
 

@@ -49,6 +49,8 @@ type TaskStat struct {
 // tenant's tasks since the TaskManager started.
 type GuestFailures struct {
 	Traps, Deadlines int64
+	// FuelLimits are tasks whose guest call used its fuel limit.
+	FuelLimits int64
 }
 
 // taskMeter is what the executor keeps of a running task's metrics.
@@ -172,6 +174,16 @@ func (e *Executor) GuestFailures() map[string]GuestFailures {
 	return out
 }
 
+// TenantFuel returns the fuel each tenant's guests spent on this
+// TaskManager since it started, over every task (ended ones too); nil
+// without a runtime.
+func (e *Executor) TenantFuel() map[string]int64 {
+	if e.cfg.Runtime == nil {
+		return nil
+	}
+	return e.cfg.Runtime.TenantFuel()
+}
+
 // finalMetrics closes t's figures when it stopped: the per-second ones
 // cover its whole run. It keeps them for the next TaskStats and counts a
 // guest's trap or deadline hit. Nil with metrics off.
@@ -185,6 +197,8 @@ func (e *Executor) finalMetrics(t *runningTask, err error) *control.TaskMetrics 
 		switch {
 		case errors.Is(ge.Cause, wasmhost.ErrDeadline):
 			f.Deadlines++
+		case errors.Is(ge.Cause, wasmhost.ErrFuelLimit):
+			f.FuelLimits++
 		case !errors.Is(ge.Cause, wasmhost.ErrGuestFailed):
 			f.Traps++
 		}

@@ -91,7 +91,7 @@ func TestEndedStatsAreBounded(t *testing.T) {
 	}
 }
 
-// Guest traps and deadline hits are counted by tenant; a guest that
+// Guest traps, deadline and fuel limit hits are counted by tenant; a guest that
 // reported its own failure is neither.
 func TestGuestFailuresByTenant(t *testing.T) {
 	e := New(Config{Slots: 1, Logger: slog.New(slog.DiscardHandler)})
@@ -106,9 +106,10 @@ func TestGuestFailuresByTenant(t *testing.T) {
 	fail("acme", wasmhost.ErrStackOverflow)
 	fail("beta", wasmhost.ErrGuestFailed)
 	fail("beta", wasmhost.ErrDeadline)
+	fail("beta", wasmhost.ErrFuelLimit)
 	e.finalMetrics(&runningTask{d: deployment("j", "e", "a", 1)}, fmt.Errorf("no module"))
 	got := e.GuestFailures()
-	want := map[string]GuestFailures{"acme": {Traps: 2, Deadlines: 1}, "beta": {Deadlines: 1}}
+	want := map[string]GuestFailures{"acme": {Traps: 2, Deadlines: 1}, "beta": {Deadlines: 1, FuelLimits: 1}}
 	if len(got) != len(want) || got["acme"] != want["acme"] || got["beta"] != want["beta"] {
 		t.Fatalf("guest failures %+v, want %+v", got, want)
 	}

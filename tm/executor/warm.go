@@ -2,11 +2,9 @@ package executor
 
 import (
 	"context"
-	"runtime"
 	"sync"
 
 	"github.com/sluicehq/sluice/internal/control"
-	"github.com/sluicehq/sluice/internal/threadprio"
 )
 
 // DefaultWarmLimit is how many modules a ModuleCache may hold before
@@ -26,8 +24,8 @@ type warmer struct {
 }
 
 // Warm queues modules to fetch and compile in the background, in order,
-// one at a time, on an OS thread at the weakest priority, so a later
-// deployment of one finds it compiled (or joins its compile under way).
+// one at a time (the runtime's compile gate bounds them beside the
+// deployments' own), so a later deployment of one finds it compiled (or joins its compile under way).
 // Modules held or queued already are skipped, and so is everything once
 // the cache holds, or has queued, DefaultWarmLimit modules. It returns at
 // once, with the number of modules it queued. Fetching goes through
@@ -67,18 +65,6 @@ func (c *ModuleCache) Wait() { c.warm.wg.Wait() }
 
 func (c *ModuleCache) warmLoop(ctx context.Context) {
 	defer c.warm.wg.Done()
-	// Demote the thread the compiles run on: a replacement TaskManager has
-	// the cores to itself, a busy one gives them to its tasks first.
-	runtime.LockOSThread()
-	tid := threadprio.Self()
-	lowered := threadprio.Lower(tid) == nil
-	defer func() {
-		// A thread that cannot be raised again stays locked, and ends
-		// with this goroutine, so nothing else runs at its priority.
-		if !lowered || threadprio.Raise(tid) == nil {
-			runtime.UnlockOSThread()
-		}
-	}()
 	for {
 		c.mu.Lock()
 		w := &c.warm

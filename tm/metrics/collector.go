@@ -14,6 +14,7 @@ import (
 type Source interface {
 	TaskStats() []executor.TaskStat
 	GuestFailures() map[string]executor.GuestFailures
+	TenantFuel() map[string]int64
 	SlotReport() []control.SlotStatus
 }
 
@@ -37,6 +38,7 @@ type Collector struct {
 	bufferUsage, memoryPages, fuel, alignment    *prometheus.Desc
 	opRecordsIn, opRecordsOut                    *prometheus.Desc
 	traps, deadlines, slotsTotal, slotsFree, run *prometheus.Desc
+	fuelLimits, tenantFuel                       *prometheus.Desc
 }
 
 // NewCollector returns the collector of TaskManager tm (its resource id,
@@ -62,6 +64,8 @@ func NewCollector(tm string, src Source) *Collector {
 		opRecordsOut: prometheus.NewDesc("sluice_operator_records_out_total", "Records out of an operator, where the chain shows them: its host source and its tail.", opLabels, nil),
 		traps:        prometheus.NewDesc("sluice_guest_traps_total", "Tasks whose guest trapped (a trap, stack overflow, memory cap or exit).", []string{"tenant", "tm"}, nil),
 		deadlines:    prometheus.NewDesc("sluice_guest_deadline_hits_total", "Tasks whose guest call ran past its deadline.", []string{"tenant", "tm"}, nil),
+		fuelLimits:   prometheus.NewDesc("sluice_guest_fuel_limit_hits_total", "Tasks whose guest call used its fuel limit (sandbox.call-fuel, the call_fuel quota).", []string{"tenant", "tm"}, nil),
+		tenantFuel:   prometheus.NewDesc("sluice_tenant_fuel_total", "Fuel the tenant's guests spent on the TaskManager, over all its tasks: what its CPU share (cpu_weight) divides.", []string{"tenant", "tm"}, nil),
 		slotsTotal:   prometheus.NewDesc("sluice_taskmanager_slots_total", "Task slots of the TaskManager.", []string{"tm"}, nil),
 		slotsFree:    prometheus.NewDesc("sluice_taskmanager_slots_free", "Task slots of the TaskManager that hold no allocation.", []string{"tm"}, nil),
 		run:          prometheus.NewDesc("sluice_taskmanager_tasks_running", "Tasks running on the TaskManager.", []string{"tm"}, nil),
@@ -74,6 +78,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.recordsIn, c.recordsOut, c.bytesIn, c.bytesOut, c.busyRate, c.idleRate, c.bpRate,
 		c.busyTotal, c.idleTotal, c.bpTotal, c.bufferUsage, c.memoryPages, c.fuel, c.alignment,
 		c.opRecordsIn, c.opRecordsOut, c.traps, c.deadlines, c.slotsTotal, c.slotsFree, c.run,
+		c.fuelLimits, c.tenantFuel,
 	} {
 		ch <- d
 	}
@@ -106,6 +111,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for tenant, f := range c.src.GuestFailures() {
 		ch <- prometheus.MustNewConstMetric(c.traps, prometheus.CounterValue, float64(f.Traps), tenant, c.tm)
 		ch <- prometheus.MustNewConstMetric(c.deadlines, prometheus.CounterValue, float64(f.Deadlines), tenant, c.tm)
+		ch <- prometheus.MustNewConstMetric(c.fuelLimits, prometheus.CounterValue, float64(f.FuelLimits), tenant, c.tm)
+	}
+	for tenant, n := range c.src.TenantFuel() {
+		ch <- prometheus.MustNewConstMetric(c.tenantFuel, prometheus.CounterValue, float64(n), tenant, c.tm)
 	}
 	slots := c.src.SlotReport()
 	free := 0

@@ -14,11 +14,13 @@ type fakeSource struct {
 	stats    []executor.TaskStat
 	failures map[string]executor.GuestFailures
 	slots    []control.SlotStatus
+	fuel     map[string]int64
 }
 
 func (f fakeSource) TaskStats() []executor.TaskStat                   { return f.stats }
 func (f fakeSource) GuestFailures() map[string]executor.GuestFailures { return f.failures }
 func (f fakeSource) SlotReport() []control.SlotStatus                 { return f.slots }
+func (f fakeSource) TenantFuel() map[string]int64                     { return f.fuel }
 
 func TestCollectorExportsTasksFailuresAndSlots(t *testing.T) {
 	src := fakeSource{
@@ -34,7 +36,8 @@ func TestCollectorExportsTasksFailuresAndSlots(t *testing.T) {
 			{ExecutionID: "e2", JobID: "j1", JobName: "wc", Tenant: "acme", Task: "count -> out", Operators: []string{"count", "out"},
 				SinkTail: true, Subtask: 1, Metrics: control.TaskMetrics{RecordsIn: 42, RecordsOut: 7}},
 		},
-		failures: map[string]executor.GuestFailures{"acme": {Traps: 2, Deadlines: 1}},
+		failures: map[string]executor.GuestFailures{"acme": {Traps: 2, Deadlines: 1, FuelLimits: 3}},
+		fuel:     map[string]int64{"acme": 99999, "beta": 5},
 		slots:    []control.SlotStatus{{Index: 0, AllocationID: "a"}, {Index: 1}, {Index: 2}},
 	}
 	got := promtest.Gather(t, NewCollector("tm1", src))
@@ -68,6 +71,9 @@ func TestCollectorExportsTasksFailuresAndSlots(t *testing.T) {
 		"sluice_operator_records_in_total{" + op(cnt1, "out") + "}":    7,
 		"sluice_guest_traps_total{tenant=acme,tm=tm1}":                 2,
 		"sluice_guest_deadline_hits_total{tenant=acme,tm=tm1}":         1,
+		"sluice_guest_fuel_limit_hits_total{tenant=acme,tm=tm1}":       3,
+		"sluice_tenant_fuel_total{tenant=acme,tm=tm1}":                 99999,
+		"sluice_tenant_fuel_total{tenant=beta,tm=tm1}":                 5,
 		"sluice_taskmanager_slots_total{tm=tm1}":                       3,
 		"sluice_taskmanager_slots_free{tm=tm1}":                        2,
 		"sluice_taskmanager_tasks_running{tm=tm1}":                     2,

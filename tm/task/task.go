@@ -375,6 +375,7 @@ func (t *task) newInstance(ctx context.Context, state *wasmhost.State) (*wasmhos
 	inst, err := t.mod.Instantiate(ctx, wasmhost.TaskConfig{
 		JobID:          t.spec.JobID,
 		TaskName:       t.name(),
+		Tenant:         t.spec.Tenant,
 		Chain:          t.guest,
 		Subtask:        t.spec.Subtask,
 		Parallelism:    t.spec.Parallelism,

@@ -309,14 +309,15 @@ var fieldIDToName_ListJobsResponse = map[int16]string{
 }
 
 type SubtaskMetrics struct {
-	RecordsIn                int64 `thrift:"records_in,1" frugal:"1,default,i64" json:"records_in"`
-	RecordsOut               int64 `thrift:"records_out,2" frugal:"2,default,i64" json:"records_out"`
-	BytesIn                  int64 `thrift:"bytes_in,3" frugal:"3,default,i64" json:"bytes_in"`
-	BytesOut                 int64 `thrift:"bytes_out,4" frugal:"4,default,i64" json:"bytes_out"`
-	BusyMsPerSecond          int64 `thrift:"busy_ms_per_second,5" frugal:"5,default,i64" json:"busy_ms_per_second"`
-	IdleMsPerSecond          int64 `thrift:"idle_ms_per_second,6" frugal:"6,default,i64" json:"idle_ms_per_second"`
-	BackpressuredMsPerSecond int64 `thrift:"backpressured_ms_per_second,7" frugal:"7,default,i64" json:"backpressured_ms_per_second"`
-	ReportedMs               int64 `thrift:"reported_ms,8" frugal:"8,default,i64" json:"reported_ms"`
+	RecordsIn                int64  `thrift:"records_in,1" frugal:"1,default,i64" json:"records_in"`
+	RecordsOut               int64  `thrift:"records_out,2" frugal:"2,default,i64" json:"records_out"`
+	BytesIn                  int64  `thrift:"bytes_in,3" frugal:"3,default,i64" json:"bytes_in"`
+	BytesOut                 int64  `thrift:"bytes_out,4" frugal:"4,default,i64" json:"bytes_out"`
+	BusyMsPerSecond          int64  `thrift:"busy_ms_per_second,5" frugal:"5,default,i64" json:"busy_ms_per_second"`
+	IdleMsPerSecond          int64  `thrift:"idle_ms_per_second,6" frugal:"6,default,i64" json:"idle_ms_per_second"`
+	BackpressuredMsPerSecond int64  `thrift:"backpressured_ms_per_second,7" frugal:"7,default,i64" json:"backpressured_ms_per_second"`
+	ReportedMs               int64  `thrift:"reported_ms,8" frugal:"8,default,i64" json:"reported_ms"`
+	Fuel                     *int64 `thrift:"fuel,9,optional" frugal:"9,optional,i64" json:"fuel,omitempty"`
 }
 
 func NewSubtaskMetrics() *SubtaskMetrics {
@@ -357,6 +358,15 @@ func (p *SubtaskMetrics) GetBackpressuredMsPerSecond() (v int64) {
 func (p *SubtaskMetrics) GetReportedMs() (v int64) {
 	return p.ReportedMs
 }
+
+var SubtaskMetrics_Fuel_DEFAULT int64
+
+func (p *SubtaskMetrics) GetFuel() (v int64) {
+	if !p.IsSetFuel() {
+		return SubtaskMetrics_Fuel_DEFAULT
+	}
+	return *p.Fuel
+}
 func (p *SubtaskMetrics) SetRecordsIn(val int64) {
 	p.RecordsIn = val
 }
@@ -381,6 +391,13 @@ func (p *SubtaskMetrics) SetBackpressuredMsPerSecond(val int64) {
 func (p *SubtaskMetrics) SetReportedMs(val int64) {
 	p.ReportedMs = val
 }
+func (p *SubtaskMetrics) SetFuel(val *int64) {
+	p.Fuel = val
+}
+
+func (p *SubtaskMetrics) IsSetFuel() bool {
+	return p.Fuel != nil
+}
 
 func (p *SubtaskMetrics) String() string {
 	if p == nil {
@@ -398,6 +415,7 @@ var fieldIDToName_SubtaskMetrics = map[int16]string{
 	6: "idle_ms_per_second",
 	7: "backpressured_ms_per_second",
 	8: "reported_ms",
+	9: "fuel",
 }
 
 type SubtaskStatus struct {
@@ -586,6 +604,7 @@ type JobDetails struct {
 	ModuleDigest *string          `thrift:"module_digest,6,optional" frugal:"6,optional,string" json:"module_digest,omitempty"`
 	Accumulators map[string]int64 `thrift:"accumulators,7,optional" frugal:"7,optional,map<string:i64>" json:"accumulators,omitempty"`
 	History      []*FailureRecord `thrift:"history,8,optional" frugal:"8,optional,list<FailureRecord>" json:"history,omitempty"`
+	Fuel         *int64           `thrift:"fuel,9,optional" frugal:"9,optional,i64" json:"fuel,omitempty"`
 }
 
 func NewJobDetails() *JobDetails {
@@ -646,6 +665,15 @@ func (p *JobDetails) GetHistory() (v []*FailureRecord) {
 	}
 	return p.History
 }
+
+var JobDetails_Fuel_DEFAULT int64
+
+func (p *JobDetails) GetFuel() (v int64) {
+	if !p.IsSetFuel() {
+		return JobDetails_Fuel_DEFAULT
+	}
+	return *p.Fuel
+}
 func (p *JobDetails) SetSummary(val *JobSummary) {
 	p.Summary = val
 }
@@ -670,6 +698,9 @@ func (p *JobDetails) SetAccumulators(val map[string]int64) {
 func (p *JobDetails) SetHistory(val []*FailureRecord) {
 	p.History = val
 }
+func (p *JobDetails) SetFuel(val *int64) {
+	p.Fuel = val
+}
 
 func (p *JobDetails) IsSetSummary() bool {
 	return p.Summary != nil
@@ -685,6 +716,10 @@ func (p *JobDetails) IsSetAccumulators() bool {
 
 func (p *JobDetails) IsSetHistory() bool {
 	return p.History != nil
+}
+
+func (p *JobDetails) IsSetFuel() bool {
+	return p.Fuel != nil
 }
 
 func (p *JobDetails) String() string {
@@ -703,6 +738,7 @@ var fieldIDToName_JobDetails = map[int16]string{
 	6: "module_digest",
 	7: "accumulators",
 	8: "history",
+	9: "fuel",
 }
 
 type JobResult_ struct {

@@ -188,6 +188,9 @@ type TaskDeployment struct {
 	Restore          *TaskRestore         `thrift:"restore,19,optional" frugal:"19,optional,TaskRestore" json:"restore,omitempty"`
 	Chain            []*Vertex            `thrift:"chain,20" frugal:"20,default,list<Vertex>" json:"chain"`
 	JobName          *string              `thrift:"job_name,21,optional" frugal:"21,optional,string" json:"job_name,omitempty"`
+	CpuWeight        *int32               `thrift:"cpu_weight,22,optional" frugal:"22,optional,i32" json:"cpu_weight,omitempty"`
+	FuelPerSecond    *int64               `thrift:"fuel_per_second,23,optional" frugal:"23,optional,i64" json:"fuel_per_second,omitempty"`
+	CallFuel         *int64               `thrift:"call_fuel,24,optional" frugal:"24,optional,i64" json:"call_fuel,omitempty"`
 }
 
 func NewTaskDeployment() *TaskDeployment {
@@ -306,6 +309,33 @@ func (p *TaskDeployment) GetJobName() (v string) {
 	}
 	return *p.JobName
 }
+
+var TaskDeployment_CpuWeight_DEFAULT int32
+
+func (p *TaskDeployment) GetCpuWeight() (v int32) {
+	if !p.IsSetCpuWeight() {
+		return TaskDeployment_CpuWeight_DEFAULT
+	}
+	return *p.CpuWeight
+}
+
+var TaskDeployment_FuelPerSecond_DEFAULT int64
+
+func (p *TaskDeployment) GetFuelPerSecond() (v int64) {
+	if !p.IsSetFuelPerSecond() {
+		return TaskDeployment_FuelPerSecond_DEFAULT
+	}
+	return *p.FuelPerSecond
+}
+
+var TaskDeployment_CallFuel_DEFAULT int64
+
+func (p *TaskDeployment) GetCallFuel() (v int64) {
+	if !p.IsSetCallFuel() {
+		return TaskDeployment_CallFuel_DEFAULT
+	}
+	return *p.CallFuel
+}
 func (p *TaskDeployment) SetFencing(val *common.FencingToken) {
 	p.Fencing = val
 }
@@ -366,6 +396,15 @@ func (p *TaskDeployment) SetChain(val []*Vertex) {
 func (p *TaskDeployment) SetJobName(val *string) {
 	p.JobName = val
 }
+func (p *TaskDeployment) SetCpuWeight(val *int32) {
+	p.CpuWeight = val
+}
+func (p *TaskDeployment) SetFuelPerSecond(val *int64) {
+	p.FuelPerSecond = val
+}
+func (p *TaskDeployment) SetCallFuel(val *int64) {
+	p.CallFuel = val
+}
 
 func (p *TaskDeployment) IsSetFencing() bool {
 	return p.Fencing != nil
@@ -389,6 +428,18 @@ func (p *TaskDeployment) IsSetRestore() bool {
 
 func (p *TaskDeployment) IsSetJobName() bool {
 	return p.JobName != nil
+}
+
+func (p *TaskDeployment) IsSetCpuWeight() bool {
+	return p.CpuWeight != nil
+}
+
+func (p *TaskDeployment) IsSetFuelPerSecond() bool {
+	return p.FuelPerSecond != nil
+}
+
+func (p *TaskDeployment) IsSetCallFuel() bool {
+	return p.CallFuel != nil
 }
 
 func (p *TaskDeployment) String() string {
@@ -419,6 +470,9 @@ var fieldIDToName_TaskDeployment = map[int16]string{
 	19: "restore",
 	20: "chain",
 	21: "job_name",
+	22: "cpu_weight",
+	23: "fuel_per_second",
+	24: "call_fuel",
 }
 
 type TaskRestore struct {

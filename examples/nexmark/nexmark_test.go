@@ -108,7 +108,9 @@ func TestQueriesMatchReference(t *testing.T) {
 			got, want := sorted(r.Records), sorted(q.want)
 			if !slices.EqualFunc(got, want, bytes.Equal) {
 				t.Fatalf("%s: %d records, the reference has %d (first differing at %d)", q.name, len(got), len(want),
-					slices.IndexFunc(got, func(b []byte) bool { return !slices.ContainsFunc(want, func(w []byte) bool { return bytes.Equal(w, b) }) }))
+					slices.IndexFunc(got, func(b []byte) bool {
+						return !slices.ContainsFunc(want, func(w []byte) bool { return bytes.Equal(w, b) })
+					}))
 			}
 		})
 	}

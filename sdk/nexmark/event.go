@@ -54,7 +54,9 @@ type Bid struct {
 }
 
 // Event is one Nexmark event: Type says which of Person, Auction and Bid
-// holds it; the other two are zero.
+// holds it. Only that one is meaningful: DecodeEvent and the generator
+// leave the other two as they were, since clearing the whole struct for
+// every event costs more than the event's own fields.
 type Event struct {
 	Type    EventType
 	Person  Person
@@ -178,14 +180,13 @@ func (r *reader) end() error {
 	return r.err
 }
 
-// DecodeEvent decodes one event from b into e, overwriting it. Its byte
-// slices alias b.
+// DecodeEvent decodes one event from b into e: its Type and the fields of
+// that type. Its byte slices alias b.
 //
 // # Errors
 //
 // An error wrapping ErrMalformed when b is not exactly one encoded event.
 func DecodeEvent(b []byte, e *Event) error {
-	*e = Event{}
 	if len(b) == 0 {
 		return fmt.Errorf("%w: empty", ErrMalformed)
 	}
@@ -229,6 +230,22 @@ func decodeBid(r *reader, b *Bid) {
 	b.Extra = r.bytes("bid extra")
 }
 
+// The offsets of a bid's fixed-width fields in its encoding (AppendBid's,
+// AppendEvent's for a bid): a query reads or rewrites one in place, with
+// encoding/binary's LittleEndian, without decoding the event.
+const (
+	BidAuctionOffset  = 1
+	BidBidderOffset   = 9
+	BidPriceOffset    = 17
+	BidDateTimeOffset = 25
+	bidFixedBytes     = 33 + 4 // the type byte, four int64s and Extra's length
+)
+
+// IsBid reports whether b is an encoded bid event, long enough for its
+// fixed-width fields (whose offsets are the Bid*Offset constants). It does
+// not check Extra: DecodeBid does.
+func IsBid(b []byte) bool { return len(b) >= bidFixedBytes && EventType(b[0]) == BidEvent }
+
 // DecodeBid decodes b into bid when b encodes a Bid event, and reports
 // whether it did: the fast path of queries that read bids only, which skip
 // persons and auctions by their first byte. Extra aliases b.
@@ -245,23 +262,31 @@ func DecodeBid(b []byte, bid *Bid) (bool, error) {
 	return true, r.end()
 }
 
-// Codec encodes and decodes whole events for the typed guest SDK
-// (it satisfies sdk/guest/typed.Codec[Event]). Decoded byte slices alias
-// the record they came from, which lives only during the operator's call.
-type Codec struct{}
+// EventCodec encodes and decodes whole events for the typed guest SDK (it
+// satisfies sdk/guest/typed.Codec[*Event]). Decode decodes into one Event
+// the codec holds and returns it, so an operator handles a pointer rather
+// than copying the large struct: the event and its byte slices are valid
+// only until the next Decode (and the record they came from lives only
+// during the operator's call). Copy what you keep.
+type EventCodec struct{ e *Event }
+
+// NewEventCodec returns an EventCodec with its own Event.
+func NewEventCodec() EventCodec { return EventCodec{e: new(Event)} }
 
 // Append appends e's encoding to dst.
-func (Codec) Append(dst []byte, e Event) []byte { return AppendEvent(dst, &e) }
+func (c EventCodec) Append(dst []byte, e *Event) []byte { return AppendEvent(dst, e) }
 
-// Decode decodes one event.
+// Decode decodes one event into the codec's Event and returns it.
 //
 // # Errors
 //
 // As DecodeEvent.
-func (Codec) Decode(b []byte) (Event, error) {
-	var e Event
-	err := DecodeEvent(b, &e)
-	return e, err
+func (c EventCodec) Decode(b []byte) (*Event, error) {
+	if c.e == nil {
+		c.e = new(Event) // a zero EventCodec works, allocating per call
+	}
+	err := DecodeEvent(b, c.e)
+	return c.e, err
 }
 
 // BidCodec encodes and decodes Bid events for the typed guest SDK (it

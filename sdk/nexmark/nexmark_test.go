@@ -2,6 +2,7 @@ package nexmark_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"slices"
 	"testing"
@@ -200,6 +201,14 @@ func TestDecodeErrors(t *testing.T) {
 	}
 	if err := nexmark.DecodeEvent(bid, &e); err != nil || e.Bid.Price != 3 || string(e.Bid.Extra) != "x" {
 		t.Fatalf("%+v %v", e, err)
+	}
+	if !nexmark.IsBid(bid) || nexmark.IsBid(bid[:36]) || nexmark.IsBid([]byte{byte(nexmark.PersonEvent)}) {
+		t.Fatal("IsBid")
+	}
+	for off, want := range map[int]uint64{nexmark.BidAuctionOffset: 1, nexmark.BidBidderOffset: 2, nexmark.BidPriceOffset: 3, nexmark.BidDateTimeOffset: 4} {
+		if got := binary.LittleEndian.Uint64(bid[off:]); got != want {
+			t.Errorf("field at %d: %d, want %d", off, got, want)
+		}
 	}
 	var b nexmark.Bid
 	if ok, err := nexmark.DecodeBid([]byte{byte(nexmark.PersonEvent)}, &b); ok || err != nil {

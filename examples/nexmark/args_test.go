@@ -10,11 +10,11 @@ import (
 )
 
 func TestParseArgs(t *testing.T) {
-	o, err := parseArgs([]string{"--query", "q2", "--sink=blackhole", "--events", "0", "--rate", "5000", "--seed", "9", "--base-time", "1700000000000", "--out-of-order", "4"})
+	o, err := parseArgs([]string{"--query", "q2", "--sink=blackhole", "--events", "0", "--rate", "5000", "--seed", "9", "--base-time", "1700000000000", "--out-of-order", "4", "--text"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := options{query: "q2", sink: "blackhole", source: guest.NexmarkOptions{Events: 0, Rate: 5000, Seed: 9, BaseTime: 1700000000000, OutOfOrderGroup: 4}}
+	want := options{query: "q2", sink: "blackhole", text: true, source: guest.NexmarkOptions{Events: 0, Rate: 5000, Seed: 9, BaseTime: 1700000000000, OutOfOrderGroup: 4}}
 	if o != want {
 		t.Fatalf("%+v, want %+v", o, want)
 	}

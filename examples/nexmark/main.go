@@ -23,10 +23,13 @@
 //	--seed S               the stream's seed (default 0)
 //	--base-time MS         the first event's time (default 0)
 //	--out-of-order G       permute groups of G events (default 1: in order)
+//	--text                 results as lines of text
 //
 // The results of q0 and q1 are bids in sdk/nexmark's encoding
 // (nexmark.BidCodec); those of q2 are typed.Pair(typed.Int64(),
-// typed.Int64()) of auction and price.
+// typed.Int64()) of auction and price. With --text they are lines:
+// "auction<TAB>bidder<TAB>price<TAB>time" for q0 and q1, "auction<TAB>price"
+// for q2.
 package main
 
 import (
@@ -48,6 +51,7 @@ func main() {}
 // options are the parsed arguments.
 type options struct {
 	query, sink string
+	text        bool // results as lines of text
 	source      guest.NexmarkOptions
 }
 
@@ -69,19 +73,19 @@ func plan(env *guest.Env) {
 	}
 	switch o.query {
 	case "q0":
-		out = events.Filter("q0", nexmark.IsBid)
+		out = bidLines(o, events.Filter("q0", nexmark.IsBid))
 	case "q1":
 		var buf []byte // the SDK copies what is emitted
-		out = typed.FlatMap(events, "q1", typed.Bytes(), func(e []byte, out *typed.Emitter[[]byte]) {
+		out = bidLines(o, typed.FlatMap(events, "q1", typed.Bytes(), func(e []byte, out *typed.Emitter[[]byte]) {
 			if nexmark.IsBid(e) {
 				buf = append(buf[:0], e...)
 				price := int64(binary.LittleEndian.Uint64(e[nexmark.BidPriceOffset:]))
 				binary.LittleEndian.PutUint64(buf[nexmark.BidPriceOffset:], uint64(toEuro(price)))
 				out.Emit(buf)
 			}
-		})
+		}))
 	case "q2":
-		out = typed.FlatMap(events, "q2", typed.Pair(typed.Int64(), typed.Int64()),
+		q2 := typed.FlatMap(events, "q2", typed.Pair(typed.Int64(), typed.Int64()),
 			func(e []byte, out *typed.Emitter[typed.Tuple2[int64, int64]]) {
 				if !nexmark.IsBid(e) {
 					return
@@ -90,6 +94,12 @@ func plan(env *guest.Env) {
 					out.Emit(typed.Tuple2[int64, int64]{A: auction, B: int64(binary.LittleEndian.Uint64(e[nexmark.BidPriceOffset:]))})
 				}
 			})
+		out = q2
+		if o.text {
+			out = typed.Format(q2, "text", func(line []byte, r typed.Tuple2[int64, int64]) []byte {
+				return strconv.AppendInt(append(strconv.AppendInt(line, r.A, 10), '\t'), r.B, 10)
+			})
+		}
 	}
 	if o.sink == "blackhole" {
 		out.Blackhole("out")
@@ -98,15 +108,39 @@ func plan(env *guest.Env) {
 	}
 }
 
+// bidLines turns encoded bids into lines "auction<TAB>bidder<TAB>price<TAB>time"
+// when --text asks for them, and leaves them as they are otherwise.
+func bidLines(o options, bids *typed.Stream[[]byte]) interface {
+	Collect(name string) *guest.Stream
+	Blackhole(name string) *guest.Stream
+} {
+	if !o.text {
+		return bids
+	}
+	return typed.Format(bids, "text", func(line []byte, b []byte) []byte {
+		for i, off := range []int{nexmark.BidAuctionOffset, nexmark.BidBidderOffset, nexmark.BidPriceOffset, nexmark.BidDateTimeOffset} {
+			if i > 0 {
+				line = append(line, '\t')
+			}
+			line = strconv.AppendInt(line, int64(binary.LittleEndian.Uint64(b[off:])), 10)
+		}
+		return line
+	})
+}
+
 // toEuro is q1's conversion, 0.908 × price, in integer cents.
 func toEuro(price int64) int64 { return price * 908 / 1000 }
 
-const usage = "usage: nexmark [--query q0|q1|q2] [--sink collect|blackhole] [--events N] [--rate R] [--seed S] [--base-time MS] [--out-of-order G]"
+const usage = "usage: nexmark [--query q0|q1|q2] [--sink collect|blackhole] [--events N] [--rate R] [--seed S] [--base-time MS] [--out-of-order G] [--text]"
 
 func parseArgs(args []string) (options, error) {
 	o := options{query: "q0", sink: "collect", source: guest.NexmarkOptions{Events: 100_000}}
 	for i := 0; i < len(args); i++ {
 		arg := args[i]
+		if arg == "--text" { // a switch: no value
+			o.text = true
+			continue
+		}
 		name, val, inline := strings.Cut(arg, "=")
 		if !inline {
 			if i+1 == len(args) {
@@ -135,6 +169,8 @@ func parseArgs(args []string) (options, error) {
 			o.source.BaseTime, err = nonNegative(name, val)
 		case "--out-of-order":
 			o.source.OutOfOrderGroup, err = nonNegative(name, val)
+		case "--text":
+			o.text, err = strconv.ParseBool(val)
 		case "--seed":
 			o.source.Seed, err = strconv.ParseUint(val, 10, 64)
 			if err != nil {

@@ -53,7 +53,7 @@ func stream(t *testing.T) []nexmark.Event {
 	return out
 }
 
-func runQuery(t *testing.T, c *localtest.InProcess, wasm []byte, query, sink string) client.JobResult {
+func runQuery(t *testing.T, c *localtest.InProcess, wasm []byte, query, sink string, extra ...string) client.JobResult {
 	t.Helper()
 	ctx := context.Background()
 	cl := c.Client()
@@ -61,9 +61,9 @@ func runQuery(t *testing.T, c *localtest.InProcess, wasm []byte, query, sink str
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Parallelism: parallel, Args: []string{
+	id, err := cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Parallelism: parallel, Args: append([]string{
 		"--query", query, "--sink", sink, "--events", fmt.Sprint(events), "--seed", fmt.Sprint(seed), "--out-of-order", "7",
-	}})
+	}, extra...)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,6 +114,17 @@ func TestQueriesMatchReference(t *testing.T) {
 			}
 		})
 	}
+	t.Run("text", func(t *testing.T) {
+		r := runQuery(t, c, wasm, "q2", "collect", "--text")
+		var want []string
+		for _, row := range reference.Q2(evs) {
+			want = append(want, fmt.Sprintf("%d\t%d", row.Auction, row.Price))
+		}
+		slices.Sort(want)
+		if d := localtest.Diff(want, localtest.Lines(r.Records)); d != "" {
+			t.Fatalf("q2 --text:\n%s", d)
+		}
+	})
 	t.Run("blackhole", func(t *testing.T) {
 		if r := runQuery(t, c, wasm, "q1", "blackhole"); len(r.Records) != 0 {
 			t.Fatalf("a blackhole returned %d records", len(r.Records))

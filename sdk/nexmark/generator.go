@@ -434,17 +434,22 @@ func (g *Generator) extra(size, avg int) span {
 }
 
 // rng is splitmix64, seeded per event: cheap, and each event's draws depend
-// on its id and the seed alone.
+// on its id and the seed alone. The state starts at a hash of both, so the
+// draws of neighbouring ids do not overlap (a state of seed + id steps
+// would make event id+1's first draw event id's second).
 type rng struct{ s uint64 }
 
 func (r *rng) seed(seed uint64, id int64) {
-	r.s = seed ^ uint64(id)*0x9e3779b97f4a7c15
-	r.next()
+	r.s = mix64(uint64(id)*0x9e3779b97f4a7c15 ^ mix64(seed^0x632be59bd9b4e019))
 }
 
 func (r *rng) next() uint64 {
 	r.s += 0x9e3779b97f4a7c15
-	z := r.s
+	return mix64(r.s)
+}
+
+// mix64 is splitmix64's output function: a bijection that scatters bits.
+func mix64(z uint64) uint64 {
 	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
 	z = (z ^ z>>27) * 0x94d049bb133111eb
 	return z ^ z>>31

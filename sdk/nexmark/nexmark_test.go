@@ -94,6 +94,22 @@ func TestGeneratorShape(t *testing.T) {
 	}
 }
 
+// Every event draws its own values: no two bids share their random extra
+// (neighbouring ids must not reuse each other's draws).
+func TestGeneratorEventsIndependent(t *testing.T) {
+	evs, _ := all(t, nexmark.Config{Seed: 5}, 50_000, 2)
+	seen := map[string]int64{}
+	for i, e := range evs {
+		if e.Type != nexmark.BidEvent {
+			continue
+		}
+		if j, dup := seen[string(e.Bid.Extra)]; dup {
+			t.Fatalf("events %d and %d drew the same extra %q", j, i, e.Bid.Extra)
+		}
+		seen[string(e.Bid.Extra)] = int64(i)
+	}
+}
+
 // The same config gives the same bytes; another seed another stream; the
 // split into timelines keeps the events (by id) but not their times.
 func TestGeneratorDeterministic(t *testing.T) {

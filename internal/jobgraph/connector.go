@@ -3,6 +3,9 @@ package jobgraph
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
+	"strconv"
 )
 
 // Vertex config keys of the host connectors. The guest SDK writes them
@@ -35,3 +38,82 @@ func (v *Vertex) SourcePaths() ([]string, error) {
 // SinkPath returns a file sink's path (its ConfigPath) as the plan wrote
 // it; Validate and the sink check it.
 func (v *Vertex) SinkPath() string { return v.Config[ConfigPath] }
+
+// Vertex config keys of the nexmark source (docs/ABI.md section 5), each
+// a decimal integer; a missing key takes its default.
+const (
+	// ConfigNexmarkEvents is how many events the stream has; 0 (the
+	// default) means unbounded.
+	ConfigNexmarkEvents = "events"
+	// ConfigNexmarkRate is the stream's rate in events per second over all
+	// its subtasks, which also spaces the events' times; 0 (the default)
+	// means as fast as possible, with event times spaced as at 10,000
+	// events per second.
+	ConfigNexmarkRate = "rate"
+	// ConfigNexmarkSeed selects the stream (default 0).
+	ConfigNexmarkSeed = "seed"
+	// ConfigNexmarkBaseTime is the first event's time in milliseconds
+	// since the Unix epoch (default 0).
+	ConfigNexmarkBaseTime = "base-time"
+	// ConfigNexmarkOutOfOrder is the size of the groups of events whose
+	// order is permuted (default 1: in order).
+	ConfigNexmarkOutOfOrder = "out-of-order-group"
+)
+
+// NexmarkSettings are a nexmark source's settings, as its config gives them.
+type NexmarkSettings struct {
+	Events          int64 // 0: unbounded
+	Rate            int64 // events per second; 0: as fast as possible
+	Seed            uint64
+	BaseTime        int64 // milliseconds since the Unix epoch
+	OutOfOrderGroup int64 // at least 1
+}
+
+// maxNexmarkRate bounds the rate, so the spacing of event times (at least
+// a microsecond) stays meaningful.
+const maxNexmarkRate = 1_000_000_000
+
+// Nexmark returns a nexmark source's settings from its config.
+//
+// # Errors
+//
+// An error naming the key when a value is not a decimal integer or is out
+// of range (negative events, rate or base time; a rate above 10⁹; a group
+// below 1), or when the config has a key the source does not know.
+func (v *Vertex) Nexmark() (NexmarkSettings, error) {
+	s := NexmarkSettings{OutOfOrderGroup: 1}
+	for _, k := range sortedConfigKeys(v.Config) {
+		val := v.Config[k]
+		var err error
+		switch k {
+		case ConfigNexmarkEvents:
+			s.Events, err = nexmarkInt(k, val, 0, math.MaxInt64/2)
+		case ConfigNexmarkRate:
+			s.Rate, err = nexmarkInt(k, val, 0, maxNexmarkRate)
+		case ConfigNexmarkSeed:
+			s.Seed, err = strconv.ParseUint(val, 10, 64)
+			if err != nil {
+				err = fmt.Errorf("nexmark source: %s %q is not an unsigned decimal integer", k, val)
+			}
+		case ConfigNexmarkBaseTime:
+			s.BaseTime, err = nexmarkInt(k, val, 0, math.MaxInt64/4)
+		case ConfigNexmarkOutOfOrder:
+			s.OutOfOrderGroup, err = nexmarkInt(k, val, 1, 1<<20)
+		default:
+			err = fmt.Errorf("nexmark source: unknown config key %q (known: %s, %s, %s, %s, %s)", k,
+				ConfigNexmarkEvents, ConfigNexmarkRate, ConfigNexmarkSeed, ConfigNexmarkBaseTime, ConfigNexmarkOutOfOrder)
+		}
+		if err != nil {
+			return NexmarkSettings{}, err
+		}
+	}
+	return s, nil
+}
+
+func nexmarkInt(key, val string, lo, hi int64) (int64, error) {
+	n, err := strconv.ParseInt(val, 10, 64)
+	if err != nil || n < lo || n > hi {
+		return 0, fmt.Errorf("nexmark source: %s %q is not a decimal integer from %d to %d", key, val, lo, hi)
+	}
+	return n, nil
+}

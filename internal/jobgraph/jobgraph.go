@@ -32,6 +32,12 @@ const (
 	ConnectorText    = "text"    // source: lines of blob objects or local files, handed out as splits
 	ConnectorCollect = "collect" // sink: records return to the client with the job result
 	ConnectorFile    = "file"    // sink: transactional part files, committed on checkpoints
+	// ConnectorNexmark is a source of generated Nexmark events
+	// (sdk/nexmark), handed out as splits of event ids.
+	ConnectorNexmark = "nexmark"
+	// ConnectorBlackhole is a sink that counts records and bytes and
+	// keeps nothing, for benchmarks.
+	ConnectorBlackhole = "blackhole"
 )
 
 // DefaultMaxParallelism is the number of key groups when a job sets none.

@@ -51,9 +51,9 @@ func KnownPartitioner(p Partitioner) bool {
 // for an unknown connector.
 func ConnectorKind(connector string) (Kind, bool) {
 	switch connector {
-	case ConnectorText:
+	case ConnectorText, ConnectorNexmark:
 		return KindSource, true
-	case ConnectorCollect, ConnectorFile:
+	case ConnectorCollect, ConnectorFile, ConnectorBlackhole:
 		return KindSink, true
 	}
 	return "", false
@@ -182,12 +182,16 @@ func Validate(g *Graph, defaultParallelism, maxParallelismLimit int) error {
 			k, ok := ConnectorKind(v.Connector)
 			switch {
 			case !ok:
-				bad("%s: unknown connector %s (known: %s, %s, %s)", vname(v), shortQuote(v.Connector), ConnectorText, ConnectorCollect, ConnectorFile)
+				bad("%s: unknown connector %s (known: %s, %s, %s, %s, %s)", vname(v), shortQuote(v.Connector), ConnectorText, ConnectorNexmark, ConnectorCollect, ConnectorFile, ConnectorBlackhole)
 			case k != v.Kind:
 				bad("%s: connector %q is a %s, not a %s", vname(v), v.Connector, k, v.Kind)
 			case v.Connector == ConnectorFile:
 				if why := badSinkPath(v.SinkPath()); why != "" {
 					bad("%s: file sink path %s %s: use a relative path such as \"results/wordcount\"", vname(v), shortQuote(v.SinkPath()), why)
+				}
+			case v.Connector == ConnectorNexmark:
+				if _, err := v.Nexmark(); err != nil {
+					bad("%s: %v", vname(v), err)
 				}
 			}
 		}

@@ -49,6 +49,14 @@ func TestValidate(t *testing.T) {
 		{"huge unknown kind is cut in the message", func(g *Graph) { g.Vertices[1].Kind = Kind(strings.Repeat("k", 1<<20)) }, `unknown kind "kkkk`},
 		{"unknown partitioner", func(g *Graph) { g.Edges[0].Partitioner = "random" }, `edge 1->2: unknown partitioner "random"`},
 		{"unknown connector", func(g *Graph) { g.Vertices[0].Connector = "kafka" }, `unknown connector "kafka"`},
+		{"nexmark source into a blackhole", func(g *Graph) {
+			g.Vertices[0].Connector, g.Vertices[0].Config = ConnectorNexmark, map[string]string{ConfigNexmarkEvents: "1000", ConfigNexmarkRate: "0"}
+			g.Vertices[4].Connector = ConnectorBlackhole
+		}, ""},
+		{"nexmark source with a bad count", func(g *Graph) {
+			g.Vertices[0].Connector, g.Vertices[0].Config = ConnectorNexmark, map[string]string{ConfigNexmarkEvents: "-5"}
+		}, `vertex 1 "lines": nexmark source: events "-5" is not a decimal integer from 0 to`},
+		{"blackhole as a source", func(g *Graph) { g.Vertices[0].Connector = ConnectorBlackhole }, `connector "blackhole" is a sink, not a source`},
 		{"connector on wrong kind", func(g *Graph) { g.Vertices[4].Connector = ConnectorText }, `connector "text" is a source, not a sink`},
 		{"dangling edge target", func(g *Graph) { g.Edges = append(g.Edges, Edge{Source: 4, Target: 9, Partitioner: Forward}) }, "edge 4->9: no vertex 9"},
 		{"dangling edge source", func(g *Graph) { g.Edges = append(g.Edges, Edge{Source: 9, Target: 5, Partitioner: Forward}) }, "edge 9->5: no vertex 9"},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -426,5 +427,30 @@ func TestResolveSplits(t *testing.T) {
 		if err != nil || fmt.Sprint(got[7]) != tt.want {
 			t.Errorf("%s: %v %v\nwant %s", tt.paths, got[7], err, tt.want)
 		}
+	}
+}
+
+// A nexmark source gets one split of event ids per subtask, keyed by its
+// timeline; an unbounded one as well; a bad config is an invalid argument.
+func TestResolveSplitsNexmark(t *testing.T) {
+	ctx := context.Background()
+	g := &jobgraph.Graph{Vertices: []jobgraph.Vertex{
+		{ID: 1, Name: "bounded", Kind: jobgraph.KindSource, Connector: jobgraph.ConnectorNexmark, Parallelism: 3, Config: map[string]string{"events": "10"}},
+		{ID: 2, Name: "unbounded", Kind: jobgraph.KindSource, Connector: jobgraph.ConnectorNexmark},
+	}}
+	got, err := resolveSplits(ctx, nil, DefaultTenant, g, nil, 2, DefaultSplitSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []checkpoint.Split{{Key: "nexmark/3/0", Offset: 0, Length: 3}, {Key: "nexmark/3/3", Offset: 3, Length: 3}, {Key: "nexmark/3/6", Offset: 6, Length: 4}}
+	if !reflect.DeepEqual(got[1], want) {
+		t.Fatalf("bounded: %+v, want %+v", got[1], want)
+	}
+	if u := got[2]; len(u) != 2 || u[0].Offset != 0 || u[1].Offset != u[0].Length || u[0].Length < 1<<40 {
+		t.Fatalf("unbounded: %+v, want two long timelines", u)
+	}
+	g.Vertices[0].Config["events"] = "-1"
+	if _, err := resolveSplits(ctx, nil, DefaultTenant, g, nil, 2, DefaultSplitSize); !errors.Is(err, rpcerr.ErrInvalidArgument) || !strings.Contains(err.Error(), `events "-1"`) {
+		t.Fatalf("a negative count: %v", err)
 	}
 }

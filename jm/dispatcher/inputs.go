@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/rpcerr"
+	"github.com/sluicehq/sluice/sdk/nexmark"
 )
 
 // Limits of input resolution, so one submission cannot make the JobManager
@@ -39,8 +40,9 @@ func splitSizeFor(total int64, subtasks int, maxSize int64) int64 {
 	return min(max(size, lo), maxSize)
 }
 
-// resolveSplits lists the objects every text source of g reads and cuts
-// them into splits, in key order: splitSizeFor gives the size, from the
+// resolveSplits cuts every nexmark source's events into one split per
+// subtask (nexmarkSplits), and lists the objects every text source of g
+// reads and cuts them into splits, in key order: splitSizeFor gives the size, from the
 // source's total input and parallelism (p is the job's default), with
 // maxSplitSize the largest.
 //
@@ -64,6 +66,14 @@ func resolveSplits(ctx context.Context, store blob.Store, tenant string, g *jobg
 	out := map[int][]checkpoint.Split{}
 	total := 0
 	for _, v := range g.Vertices {
+		if v.Connector == jobgraph.ConnectorNexmark {
+			splits, err := nexmarkSplits(&v, jobgraph.ParallelismOf(&v, p))
+			if err != nil {
+				return nil, err
+			}
+			out[v.ID] = splits
+			continue
+		}
 		if v.Connector != jobgraph.ConnectorText {
 			continue
 		}
@@ -102,6 +112,28 @@ func resolveSplits(ctx context.Context, store blob.Store, tenant string, g *jobg
 		out[v.ID] = splits
 	}
 	return out, nil
+}
+
+// nexmarkSplits cuts a nexmark source's events into one timeline per
+// subtask (sdk/nexmark.Split): split i holds event ids Offset to
+// Offset+Length, and its key names its timeline, so its rest after a
+// checkpoint still knows where that began.
+func nexmarkSplits(v *jobgraph.Vertex, parallelism int) ([]checkpoint.Split, error) {
+	set, err := v.Nexmark()
+	if err != nil {
+		return nil, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "vertex %d %q: %v", v.ID, v.Name, err)
+	}
+	ranges, err := nexmark.Split(set.Events, parallelism)
+	if err != nil {
+		return nil, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "vertex %d %q: %v", v.ID, v.Name, err)
+	}
+	splits := make([]checkpoint.Split, 0, len(ranges))
+	for _, r := range ranges {
+		if r.End > r.Start {
+			splits = append(splits, checkpoint.Split{Key: nexmark.SplitKey(r, len(ranges)), Offset: r.Start, Length: r.End - r.Start})
+		}
+	}
+	return splits, nil
 }
 
 func resolvePath(ctx context.Context, store blob.Store, tenant, p string, inputs map[string]string) ([]blob.Info, error) {

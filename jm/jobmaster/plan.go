@@ -96,8 +96,9 @@ func producersPerConsumer(e taskEdge) int {
 	return e.producer.parallelism
 }
 
-// textSource returns the text-connector source vertex at t's head, if any.
+// textSource returns the source vertex at t's head that reads splits the
+// JobMaster hands out (a text or a nexmark connector), if any.
 func (t *task) textSource() (jobgraph.Vertex, bool) {
 	v := t.vertices[0]
-	return v, v.Kind == jobgraph.KindSource && v.Connector == jobgraph.ConnectorText
+	return v, v.Kind == jobgraph.KindSource && (v.Connector == jobgraph.ConnectorText || v.Connector == jobgraph.ConnectorNexmark)
 }

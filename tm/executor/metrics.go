@@ -154,9 +154,9 @@ func taskStat(d control.Deployment, m control.TaskMetrics, ended bool) TaskStat 
 		Task: strings.Join(ops, " -> "), Operators: ops, Subtask: d.Subtask, Ended: ended, Metrics: m,
 	}
 	if n := len(d.Chain); n > 0 {
-		st.SourceHead = d.Chain[0].Connector == jobgraph.ConnectorText
+		st.SourceHead = d.Chain[0].Connector == jobgraph.ConnectorText || d.Chain[0].Connector == jobgraph.ConnectorNexmark
 		switch d.Chain[n-1].Connector {
-		case jobgraph.ConnectorCollect, jobgraph.ConnectorFile:
+		case jobgraph.ConnectorCollect, jobgraph.ConnectorFile, jobgraph.ConnectorBlackhole:
 			st.SinkTail = true
 		}
 	}

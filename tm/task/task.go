@@ -138,10 +138,12 @@ type task struct {
 	deps Deps
 	log  *slog.Logger
 
-	textHead   bool
-	collectEnd bool
-	fileEnd    bool
-	guest      []jobgraph.Vertex
+	textHead     bool
+	nexmarkHead  bool // the head is a nexmark source (nexmark.go)
+	collectEnd   bool
+	fileEnd      bool
+	blackholeEnd bool // the tail is a blackhole sink: records are counted, nothing kept
+	guest        []jobgraph.Vertex
 
 	mod     *wasmhost.Module
 	inst    *wasmhost.Instance
@@ -258,8 +260,12 @@ func (t *task) validate() error {
 			t.guest = append(t.guest, v)
 		case v.Connector == jobgraph.ConnectorText && i == 0:
 			t.textHead = true
+		case v.Connector == jobgraph.ConnectorNexmark && i == 0:
+			t.nexmarkHead = true
 		case v.Connector == jobgraph.ConnectorCollect && i == len(s.Chain)-1:
 			t.collectEnd = true
+		case v.Connector == jobgraph.ConnectorBlackhole && i == len(s.Chain)-1:
+			t.blackholeEnd = true
 		case v.Connector == jobgraph.ConnectorFile && i == len(s.Chain)-1:
 			t.fileEnd = true
 			sink, err := newFileSink(s, v, t.deps.Blob, t.ctl.completedMax)
@@ -278,12 +284,18 @@ func (t *task) validate() error {
 		return errors.New("a text source needs Deps.Splits and Deps.Blob")
 	case t.textHead && len(s.Inputs) > 0:
 		return errors.New("a text source task has inputs")
-	case !t.textHead && !t.guestSource() && len(s.Inputs) == 0:
+	case t.nexmarkHead && t.deps.Splits == nil:
+		return errors.New("a nexmark source needs Deps.Splits")
+	case t.nexmarkHead && len(s.Inputs) > 0:
+		return errors.New("a nexmark source task has inputs")
+	case !t.textHead && !t.nexmarkHead && !t.guestSource() && len(s.Inputs) == 0:
 		return errors.New("the chain's head is not a source and the task has no inputs")
 	case t.collectEnd && len(s.Outputs) > 0:
 		return errors.New("a collect sink task has outputs")
 	case t.fileEnd && len(s.Outputs) > 0:
 		return errors.New("a file sink task has outputs")
+	case t.blackholeEnd && len(s.Outputs) > 0:
+		return errors.New("a blackhole sink task has outputs")
 	case t.fileEnd && t.deps.Blob == nil:
 		return errors.New("a file sink needs Deps.Blob")
 	case s.Restore != nil && len(t.guest) > 0 && t.deps.Blob == nil:
@@ -292,10 +304,10 @@ func (t *task) validate() error {
 		return errors.New("inputs or outputs need Deps.Exchange")
 	case len(t.guest) > 0 && t.deps.Modules == nil:
 		return errors.New("guest operators need Deps.Modules")
-	case len(t.guest) == 0 && !t.collectEnd && !t.fileEnd && len(s.Outputs) == 0:
+	case len(t.guest) == 0 && !t.collectEnd && !t.fileEnd && !t.blackholeEnd && len(s.Outputs) == 0:
 		return errors.New("the chain has no guest operators and nowhere to send records")
 	}
-	if !t.collectEnd && !t.fileEnd && len(s.Outputs) == 0 && len(t.guest) > 0 {
+	if !t.collectEnd && !t.fileEnd && !t.blackholeEnd && len(s.Outputs) == 0 && len(t.guest) > 0 {
 		if tail := t.guest[len(t.guest)-1]; tail.Kind != jobgraph.KindSink {
 			return fmt.Errorf("vertex %d (%s) ends the chain but the task has no outputs", tail.ID, tail.Name)
 		}
@@ -304,7 +316,7 @@ func (t *task) validate() error {
 }
 
 func (t *task) guestSource() bool {
-	return !t.textHead && len(t.guest) > 0 && t.guest[0].Kind == jobgraph.KindSource
+	return !t.textHead && !t.nexmarkHead && len(t.guest) > 0 && t.guest[0].Kind == jobgraph.KindSource
 }
 
 func (t *task) name() string {
@@ -369,7 +381,7 @@ func (t *task) open(ctx context.Context) error {
 // instance too, for its stacks and its Close.
 func (t *task) newInstance(ctx context.Context, state *wasmhost.State) (*wasmhost.Instance, error) {
 	var emit func([]abi.Record) error
-	if t.collectEnd || t.fileEnd || len(t.spec.Outputs) > 0 {
+	if t.collectEnd || t.fileEnd || t.blackholeEnd || len(t.spec.Outputs) > 0 {
 		emit = t.guestEmit
 	}
 	inst, err := t.mod.Instantiate(ctx, wasmhost.TaskConfig{
@@ -414,6 +426,14 @@ func (t *task) emit(recs []abi.Record) error {
 			}
 			return t.up.submit(t.emitCtx, &uploadJob{sinkUpto: t.sink.seq})
 		}
+		return nil
+	}
+	if t.blackholeEnd {
+		n := 0
+		for i := range recs {
+			n += len(recs[i].Value)
+		}
+		t.met.addOut(0, n)
 		return nil
 	}
 	if t.collectEnd {
@@ -491,6 +511,8 @@ func (t *task) run(ctx context.Context) error {
 	switch {
 	case t.textHead:
 		return t.runText(ctx)
+	case t.nexmarkHead:
+		return t.runNexmark(ctx)
 	case t.guestSource():
 		return t.runGuestSource(ctx)
 	case len(t.gates) == 1:

@@ -789,6 +789,12 @@ func (p *ProcessStream[K, Out]) OnTimer(fn TimerFunc[K, Out]) *ProcessStream[K, 
 // for its parallelism and hooks.
 func (s *Stream[T]) Collect(name string) *guest.Stream { return s.s.Collect(name) }
 
+// Blackhole ends the stream in the host's "blackhole" sink, which counts
+// the elements and their encodings' bytes and keeps nothing: for
+// benchmarks. It returns the byte-level sink, for its parallelism and
+// hooks.
+func (s *Stream[T]) Blackhole(name string) *guest.Stream { return s.s.Blackhole(name) }
+
 // WriteFiles ends the stream in the host's transactional "file" sink: each
 // element's encoding (a string's own bytes; a KV's Value) is written as one
 // line to part files under path, committed when a checkpoint completes. It

@@ -1,0 +1,133 @@
+//go:build !wasip1
+
+// The Nexmark queries run on an embedded cluster at parallelism 2 over a
+// small generated stream; each query's collected output equals the plain-Go
+// reference's (sdk/nexmark/reference) over the same stream.
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/sluicehq/sluice/local"
+	"github.com/sluicehq/sluice/local/localtest"
+	"github.com/sluicehq/sluice/sdk/client"
+	"github.com/sluicehq/sluice/sdk/guest/typed"
+	"github.com/sluicehq/sluice/sdk/nexmark"
+	"github.com/sluicehq/sluice/sdk/nexmark/reference"
+)
+
+const (
+	events   = 20_000
+	parallel = 2 // the source's subtasks, so the stream's timelines
+	seed     = 42
+)
+
+// stream is the events the job's source generates: its timelines, one
+// per source subtask, each in emission order.
+func stream(t *testing.T) []nexmark.Event {
+	t.Helper()
+	cfg := nexmark.Config{Seed: seed, OutOfOrderGroup: 7}
+	rs, err := nexmark.Split(events, parallel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []nexmark.Event
+	for _, r := range rs {
+		g, err := nexmark.NewGenerator(cfg, r, parallel, r.Start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e nexmark.Event
+		for g.Next(&e) {
+			var d nexmark.Event
+			if err := nexmark.DecodeEvent(nexmark.AppendEvent(nil, &e), &d); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func runQuery(t *testing.T, c *localtest.InProcess, wasm []byte, query, sink string, extra ...string) client.JobResult {
+	t.Helper()
+	ctx := context.Background()
+	cl := c.Client()
+	digest, err := cl.UploadModule(ctx, wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Parallelism: parallel, Args: append([]string{
+		"--query", query, "--sink", sink, "--events", fmt.Sprint(events), "--seed", fmt.Sprint(seed), "--out-of-order", "7",
+	}, extra...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return localtest.WaitFinished(t, c, id)
+}
+
+func sorted(b [][]byte) [][]byte {
+	b = slices.Clone(b)
+	slices.SortFunc(b, bytes.Compare)
+	return b
+}
+
+func TestQueriesMatchReference(t *testing.T) {
+	wasm := localtest.Guest(t, "examples/nexmark")
+	c := localtest.Start(t, local.Config{Slots: 4})
+	evs := stream(t)
+	encodeBids := func(bids []nexmark.Bid) [][]byte {
+		var out [][]byte
+		for i := range bids {
+			out = append(out, nexmark.AppendBid(nil, &bids[i]))
+		}
+		return out
+	}
+	pair := typed.Pair(typed.Int64(), typed.Int64())
+	var q2 [][]byte
+	for _, r := range reference.Q2(evs) {
+		q2 = append(q2, pair.Append(nil, typed.Tuple2[int64, int64]{A: r.Auction, B: r.Price}))
+	}
+	for _, q := range []struct {
+		name string
+		want [][]byte
+	}{
+		{"q0", encodeBids(reference.Q0(evs))},
+		{"q1", encodeBids(reference.Q1(evs))},
+		{"q2", q2},
+	} {
+		t.Run(q.name, func(t *testing.T) {
+			if len(q.want) == 0 {
+				t.Fatal("the reference has no rows: the test would prove nothing")
+			}
+			r := runQuery(t, c, wasm, q.name, "collect")
+			got, want := sorted(r.Records), sorted(q.want)
+			if !slices.EqualFunc(got, want, bytes.Equal) {
+				t.Fatalf("%s: %d records, the reference has %d (first differing at %d)", q.name, len(got), len(want),
+					slices.IndexFunc(got, func(b []byte) bool {
+						return !slices.ContainsFunc(want, func(w []byte) bool { return bytes.Equal(w, b) })
+					}))
+			}
+		})
+	}
+	t.Run("text", func(t *testing.T) {
+		r := runQuery(t, c, wasm, "q2", "collect", "--text")
+		var want []string
+		for _, row := range reference.Q2(evs) {
+			want = append(want, fmt.Sprintf("%d\t%d", row.Auction, row.Price))
+		}
+		slices.Sort(want)
+		if d := localtest.Diff(want, localtest.Lines(r.Records)); d != "" {
+			t.Fatalf("q2 --text:\n%s", d)
+		}
+	})
+	t.Run("blackhole", func(t *testing.T) {
+		if r := runQuery(t, c, wasm, "q1", "blackhole"); len(r.Records) != 0 {
+			t.Fatalf("a blackhole returned %d records", len(r.Records))
+		}
+	})
+}

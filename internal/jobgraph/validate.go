@@ -108,7 +108,9 @@ func BadName(s string) string {
 //   - sources have no inputs, sinks no outputs; every other vertex has at
 //     least one input and one output (records must end in a sink);
 //   - forward edges join vertices of equal parallelism;
-//   - keyed operators (reduce, process) are fed by hash edges only.
+//   - keyed operators (reduce, process) are fed by hash edges only;
+//   - watermark strategies (Vertex.Watermarks) only on sources, well
+//     formed, and "guest" only on guest sources.
 //
 // maxParallelismLimit ≤ 0 means no limit beyond the graph's own.
 //
@@ -177,6 +179,14 @@ func Validate(g *Graph, defaultParallelism, maxParallelismLimit int) error {
 			bad("%s: parallelism %d is negative", vname(v), p)
 		case ParallelismOf(v, defaultParallelism) > maxP:
 			bad("%s: parallelism %d is above the max parallelism %d", vname(v), ParallelismOf(v, defaultParallelism), maxP)
+		}
+		switch w, err := v.Watermarks(); {
+		case v.Kind != KindSource && v.hasWatermarkKey():
+			bad("%s: a watermark strategy is set on a %s: only sources generate watermarks; set it on the source", vname(v), v.Kind)
+		case err != nil:
+			bad("%s: %v", vname(v), err)
+		case w.Kind == WatermarkGuest && v.Connector != "":
+			bad("%s: the %q watermark strategy needs a guest source, but this is the host connector %q: use %q or %q", vname(v), WatermarkGuest, v.Connector, WatermarkBounded, WatermarkMonotonous)
 		}
 		if v.Connector != "" {
 			k, ok := ConnectorKind(v.Connector)

@@ -70,6 +70,9 @@ const (
 	// MaxNameBytes bounds the job's name, each operator's name and each
 	// config key: they are shown in tables, task names and logs.
 	MaxNameBytes = 256
+	// MaxVertexID bounds vertex ids: the host keeps the top bit of a
+	// 32-bit id for its own use (event-time timers).
+	MaxVertexID = 1<<31 - 1
 )
 
 // BadName says what is wrong with a name a guest chose for the job, an
@@ -156,6 +159,9 @@ func Validate(g *Graph, defaultParallelism, maxParallelismLimit int) error {
 			continue
 		}
 		byID[v.ID] = v
+		if v.ID < 0 || v.ID > MaxVertexID {
+			bad("%s: id %d out of range: use 0 to %d", vname(v), v.ID, MaxVertexID)
+		}
 		if why := BadName(v.Name); why != "" {
 			bad("%s: the name %s", vname(v), why)
 		}

@@ -81,10 +81,13 @@ type Splits struct {
 }
 
 type split struct {
-	gen  Generator
-	last time.Time // when its newest record came
-	idle bool
+	gen    Generator
+	direct int64     // a watermark set by SetWatermark (a guest generator)
+	last   time.Time // when its newest record came
+	idle   bool
 }
+
+func (sp *split) current() int64 { return max(sp.gen.Current(), sp.direct) }
 
 // NewSplits returns the merge of strategy w, started at now.
 func NewSplits(w jobgraph.Watermarks, now time.Time) *Splits {
@@ -94,7 +97,7 @@ func NewSplits(w jobgraph.Watermarks, now time.Time) *Splits {
 // Add starts split id at now (a no-op when it exists).
 func (s *Splits) Add(id string, now time.Time) {
 	if s.splits[id] == nil {
-		s.splits[id] = &split{gen: NewGenerator(s.w), last: now}
+		s.splits[id] = &split{gen: NewGenerator(s.w), direct: Min, last: now}
 	}
 }
 
@@ -109,6 +112,20 @@ func (s *Splits) Observe(id string, ts int64, now time.Time) {
 		sp = s.splits[id]
 	}
 	sp.gen.Observe(ts)
+	sp.last, sp.idle = now, false
+	s.last = now
+}
+
+// SetWatermark sets split id's watermark (added if new) to wm at now, when
+// that is higher: for a generator that is not the host's, such as a guest
+// source's. It counts as activity for idleness.
+func (s *Splits) SetWatermark(id string, wm int64, now time.Time) {
+	sp := s.splits[id]
+	if sp == nil {
+		s.Add(id, now)
+		sp = s.splits[id]
+	}
+	sp.direct = max(sp.direct, wm)
 	sp.last, sp.idle = now, false
 	s.last = now
 }
@@ -131,7 +148,7 @@ func (s *Splits) Poll(now time.Time) Update {
 			continue
 		}
 		active++
-		wm = min(wm, sp.gen.Current())
+		wm = min(wm, sp.current())
 	}
 	idle := false
 	switch {

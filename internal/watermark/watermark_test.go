@@ -156,3 +156,20 @@ func TestValve(t *testing.T) {
 		})
 	}
 }
+
+func TestSplitsSetWatermark(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	s := NewSplits(jobgraph.Watermarks{Kind: jobgraph.WatermarkGuest, IdleTimeout: time.Second}, t0)
+	s.SetWatermark("", 100, t0)
+	if u := s.Poll(t0); u != (Update{Advanced: true, Watermark: 100}) {
+		t.Fatalf("got %+v", u)
+	}
+	s.SetWatermark("", 50, t0) // never back
+	s.SetWatermark("", Max, t0.Add(time.Millisecond))
+	if u := s.Poll(t0.Add(time.Millisecond)); u != (Update{Advanced: true, Watermark: Max}) {
+		t.Fatalf("got %+v", u)
+	}
+	if u := s.Poll(t0.Add(2 * time.Second)); u != (Update{StatusChanged: true, Idle: true}) {
+		t.Fatalf("got %+v, want idle after the timeout", u)
+	}
+}

@@ -333,11 +333,13 @@ func (t *task) onEvent(ctx context.Context, gi int, producer int, ev exchange.Ev
 	case exchange.EndOfPartition:
 		t.ended[key] = struct{}{}
 		if t.alignID != 0 && t.aligned() {
-			return t.completeAlignment(ctx)
+			if err := t.completeAlignment(ctx); err != nil {
+				return err
+			}
 		}
-		return nil
+		return t.onWatermarkEvent(ctx, gi, producer, ev)
 	default:
-		return nil
+		return t.onWatermarkEvent(ctx, gi, producer, ev)
 	}
 	switch {
 	case id <= t.lastID:

@@ -687,11 +687,11 @@ func (t *task) runGuestSource(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if done {
-			return nil
-		}
 		if err := t.sourceTick(ctx, false); err != nil {
 			return err
+		}
+		if done {
+			return nil
 		}
 		if t.emitted > before {
 			idle = 0

@@ -110,8 +110,11 @@ func (t *task) sourceTick(ctx context.Context, force bool) error {
 	}
 	now := time.Now()
 	if t.et.hasGuest {
+		// A guest generator's watermark goes out after the poll that
+		// emitted it, not at the next interval: it is punctuated.
 		s.SetWatermark("", t.et.guestWM, now)
 		t.et.hasGuest = false
+		force = true
 	}
 	if !force && now.Before(t.et.next) {
 		return nil

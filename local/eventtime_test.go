@@ -3,6 +3,9 @@ package local_test
 import (
 	"context"
 	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -14,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/local"
 	"github.com/sluicehq/sluice/local/localtest"
 	"github.com/sluicehq/sluice/sdk/client"
+	"github.com/sluicehq/sluice/sdk/guest/jobtest"
 )
 
 // The event-time guest (local/testdata/eventtime) counts events per key in
@@ -235,5 +239,93 @@ func TestEventTimersResumeFromASavepointAtAnotherParallelism(t *testing.T) {
 	got, _ := splitHow(t, r.Records)
 	if d := localtest.Diff(windowCounts(events, 7, 1000, 1, -1), got); d != "" {
 		t.Fatalf("window counts after the resume at p=3:\n%s", d)
+	}
+}
+
+// The job test harness drives event time in the sandbox: a task's
+// watermark moves when the test sets it, timers at or below it fire in
+// time order, each once, and a snapshot taken between restores them at
+// another parallelism; a Go source's own watermarks are visible too.
+func TestJobtestDrivesEventTime(t *testing.T) {
+	ctx := context.Background()
+	m := jobtest.Wasm(t, filepath.Join(localtest.ModuleRoot(t), eventTimeGuest))
+	args := []string{"--window", "100"}
+	task, err := m.Open(ctx, jobtest.TaskConfig{Args: args, Operators: []string{"windows"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer task.Close()
+	if wm := task.Watermark(); wm != math.MinInt64 {
+		t.Fatalf("watermark before any: %d", wm)
+	}
+	rec := func(key string, ts int64) jobtest.Record {
+		return jobtest.Record{Key: []byte(key), HasKey: true, Value: []byte("x"), Time: ts, HasTime: true}
+	}
+	if err := task.Process(rec("a", 1050), rec("b", 1010), rec("a", 1120), rec("a", 1099)); err != nil {
+		t.Fatal(err)
+	}
+	if at, ok := task.NextEventTimer(); !ok || at != 1099 {
+		t.Fatalf("next event timer %d %v, want 1099", at, ok)
+	}
+	if err := task.SetWatermark(1098); err != nil {
+		t.Fatal(err)
+	}
+	if out := task.OutputValues(); len(out) != 0 {
+		t.Fatalf("fired below the timers: %v", out)
+	}
+	snap, err := task.Barrier(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := task.SetWatermark(1099); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := task.OutputValues(), []string{"a 1100 2 wm", "b 1100 1 wm"}; !slices.Equal(got, want) {
+		t.Fatalf("at 1099: %v, want %v", got, want)
+	}
+	if err := task.SetWatermark(1099); err != nil { // again: nothing
+		t.Fatal(err)
+	}
+	if err := task.SetWatermark(math.MaxInt64); err != nil {
+		t.Fatal(err)
+	}
+	if got := task.OutputValues(); len(got) != 3 || got[2] != "a 1200 1 end" {
+		t.Fatalf("at the end: %v", got)
+	}
+	if err := task.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The snapshot from before 1099 holds the three timers; at parallelism
+	// 2 each subtask gets those of its key groups.
+	var fired []string
+	for s := range 2 {
+		r, err := m.Open(ctx, jobtest.TaskConfig{Args: args, Operators: []string{"windows"}, Subtask: s, Parallelism: 2, Restore: [][]byte{snap}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.SetWatermark(math.MaxInt64); err != nil {
+			t.Fatal(err)
+		}
+		fired = append(fired, r.OutputValues()...)
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slices.Sort(fired)
+	if want := []string{"a 1100 2 end", "a 1200 1 end", "b 1100 1 end"}; !slices.Equal(fired, want) {
+		t.Fatalf("restored at p=2: %v, want %v", fired, want)
+	}
+
+	src, err := m.Open(ctx, jobtest.TaskConfig{Args: []string{"--events", "10", "--wm-every", "5"}, Operators: []string{"events"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if _, err := src.Poll(100); err != nil {
+		t.Fatal(err)
+	}
+	const base = 1_700_000_000_000
+	if got, want := src.EmittedWatermarks(), []int64{base + 40, base + 90, base + 90}; !slices.Equal(got, want) {
+		t.Fatalf("the source's watermarks: %v, want %v", got, want)
 	}
 }

@@ -114,16 +114,9 @@ func TestIdleSourceSubtaskDoesNotStallTheWatermark(t *testing.T) {
 	}
 	var got []string
 	testutil.CheckFor(t, 2*time.Minute, 50*time.Millisecond, func() error {
-		lines, err := cl.Logs(ctx, id, client.LogQuery{Task: "windows", Limit: 10000})
-		if err != nil {
+		var err error
+		if got, err = firedLogs(ctx, cl, id); err != nil {
 			return err
-		}
-		got = got[:0]
-		for _, l := range lines {
-			// The guest's slog text: msg="fired k0 1700000000100 2 wm"
-			if i := strings.Index(l.Message, "fired k"); i >= 0 {
-				got = append(got, strings.TrimRight(l.Message[i+len("fired "):], `"`))
-			}
 		}
 		if len(got) < len(want) {
 			return fmt.Errorf("%d of %d windows fired while the job runs", len(got), len(want))
@@ -327,5 +320,81 @@ func TestJobtestDrivesEventTime(t *testing.T) {
 	const base = 1_700_000_000_000
 	if got, want := src.EmittedWatermarks(), []int64{base + 40, base + 90, base + 90}; !slices.Equal(got, want) {
 		t.Fatalf("the source's watermarks: %v, want %v", got, want)
+	}
+}
+
+// firedLogs returns the windows the guest logged as fired ("key end count
+// how").
+func firedLogs(ctx context.Context, cl *client.Client, id string) ([]string, error) {
+	lines, err := cl.Logs(ctx, id, client.LogQuery{Task: "windows", Limit: 10000})
+	if err != nil {
+		return nil, err
+	}
+	var got []string
+	for _, l := range lines {
+		// The guest's slog text: msg="fired k0 1700000000100 2 wm"
+		if i := strings.Index(l.Message, "fired k"); i >= 0 {
+			got = append(got, strings.TrimRight(l.Message[i+len("fired "):], `"`))
+		}
+	}
+	return got, nil
+}
+
+// stop --drain on an unbounded job: the sources send the maximum
+// watermark before the savepoint, so the windows no watermark had passed
+// fire (once) before the job stops, and a job resumed from that savepoint
+// has every window once.
+func TestStopWithDrainFiresPendingTimers(t *testing.T) {
+	c := localtest.Start(t, local.Config{Slots: 4})
+	cl := c.Client()
+	ctx := context.Background()
+	digest, err := cl.UploadModule(ctx, localtest.Guest(t, eventTimeGuest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--events", "2000", "--keys", "3", "--window", "100", "--log"}
+	id, err := cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Args: append(args, "--forever"), Parallelism: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := windowCounts(2000, 3, 100, 1, -1)
+	// Every window but the last of each key fires by the source's
+	// watermarks while it runs; the last three wait.
+	testutil.CheckFor(t, 2*time.Minute, 50*time.Millisecond, func() error {
+		got, err := firedLogs(ctx, cl, id)
+		if err != nil {
+			return err
+		}
+		if len(got) < len(all)-3 {
+			return fmt.Errorf("%d of %d windows fired", len(got), len(all)-3)
+		}
+		return nil
+	})
+	localtest.WaitAllRunning(t, c, id, time.Minute)
+	sp, err := cl.StopWithDrain(ctx, id, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	localtest.WaitFinished(t, c, id)
+	got, err := firedLogs(ctx, cl, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, how := splitHow(t, toBytes(got))
+	if d := localtest.Diff(all, lines); d != "" {
+		t.Fatalf("windows fired up to the drained stop:\n%s", d)
+	}
+	if len(how["end"]) != 3 {
+		t.Fatalf("%d windows fired by the drain's maximum watermark, want the last one of each key: %v", len(how["end"]), how["end"])
+	}
+	// The savepoint holds the collected windows and no pending timer.
+	id, err = cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Args: args, Parallelism: 3, FromSavepoint: sp.SavepointID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := localtest.WaitFinished(t, c, id)
+	res, _ := splitHow(t, r.Records)
+	if d := localtest.Diff(all, res); d != "" {
+		t.Fatalf("the job resumed from the drained savepoint:\n%s", d)
 	}
 }

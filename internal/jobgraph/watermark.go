@@ -133,7 +133,7 @@ func watermarkDuration(key, s string, zeroOK bool) (time.Duration, error) {
 }
 
 // SetWatermarks writes w into v's config, the inverse of Watermarks; a
-// zero Interval is left unset (the default).
+// zero IdleTimeout or Interval is left unset (never idle; the default).
 func (v *Vertex) SetWatermarks(w Watermarks) {
 	if v.Config == nil {
 		v.Config = map[string]string{}
@@ -148,10 +148,12 @@ func (v *Vertex) SetWatermarks(w Watermarks) {
 	if w.Kind == WatermarkBounded {
 		v.Config[ConfigWatermarkMaxOutOfOrderness] = w.MaxOutOfOrderness.String()
 	}
-	if w.IdleTimeout > 0 {
+	// Negative durations are written too: Validate refuses them with a
+	// message, rather than the SDK dropping them silently.
+	if w.IdleTimeout != 0 {
 		v.Config[ConfigWatermarkIdleTimeout] = w.IdleTimeout.String()
 	}
-	if w.Interval > 0 && w.Interval != DefaultWatermarkInterval {
+	if w.Interval != 0 && w.Interval != DefaultWatermarkInterval {
 		v.Config[ConfigWatermarkInterval] = w.Interval.String()
 	}
 }

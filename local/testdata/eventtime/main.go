@@ -71,7 +71,7 @@ func init() {
 		default:
 			w = guest.BoundedOutOfOrderness(time.Second)
 		}
-		if o.idle > 0 {
+		if o.idle != 0 {
 			w = w.WithIdleness(o.idle)
 		}
 		src.WithWatermarks(w).

@@ -140,6 +140,9 @@ struct SavepointRequest {
     1: string job_id,
     2: bool stop,             // then stop the job (it ends FINISHED)
     3: i64 timeout_ms,
+    // With stop: the sources first send the maximum watermark, so every
+    // event-time timer fires before the savepoint (Flink's stop --drain).
+    4: optional bool drain,
 }
 
 struct JobLogsRequest {

@@ -68,6 +68,7 @@ struct TriggerCheckpointRequest {
     4: i64 timestamp_ms,
     5: bool savepoint,
     6: bool stop,             // emit nothing after this barrier (stop-with-savepoint)
+    7: optional bool drain,   // with stop: send the maximum watermark before the barrier
 }
 
 // Tells a task that a checkpoint completed (or was aborted).

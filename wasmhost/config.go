@@ -244,6 +244,11 @@ type TaskConfig struct {
 	// valid only until Emit returns: copy what you keep. An error fails the
 	// call (and the instance). Nil when the tail is a guest sink.
 	Emit func(recs []abi.Record) error
+	// EmitWatermark receives a guest source's watermarks (watermark_emit),
+	// synchronously during the poll, after the records emitted before it.
+	// An error fails the call. Nil when the source does not declare the
+	// "guest" strategy: the import then traps.
+	EmitWatermark func(ts int64) error
 	// Logger gets the guest's output with the runtime's logger as fallback.
 	Logger *slog.Logger
 	Limits Limits

@@ -57,6 +57,10 @@ func hostModule(r wazero.Runtime) wazero.HostModuleBuilder {
 	fn(abi.ImportOpStateDelete, hostOpStateDelete, []api.ValueType{I, I, I}, nil, "vertex", "name_ptr", "name_len")
 	fn(abi.ImportTimerRegister, hostTimerRegister, []api.ValueType{I, I, I, L}, nil, "vertex", "key_ptr", "key_len", "time_ms")
 	fn(abi.ImportTimerDelete, hostTimerDelete, []api.ValueType{I, I, I, L}, nil, "vertex", "key_ptr", "key_len", "time_ms")
+	fn(abi.ImportWatermark, hostWatermark, nil, []api.ValueType{L})
+	fn(abi.ImportWatermarkEmit, hostWatermarkEmit, []api.ValueType{L}, nil, "ts")
+	fn(abi.ImportEventTimerRegister, hostEventTimerRegister, []api.ValueType{I, I, I, L}, nil, "vertex", "key_ptr", "key_len", "time_ms")
+	fn(abi.ImportEventTimerDelete, hostEventTimerDelete, []api.ValueType{I, I, I, L}, nil, "vertex", "key_ptr", "key_len", "time_ms")
 	return b
 }
 
@@ -95,9 +99,9 @@ func hostEmit(ctx context.Context, mod api.Module, stack []uint64) {
 	in.stats.emits.Add(1)
 	b := read(mod, abi.ImportEmit, "batch", u32(stack[0]), u32(stack[1]), math.MaxUint32)
 	if !emitAllowed(in.calling) {
-		panic(trapf("%s.%s: called during %s; records may be emitted only during %s, %s, %s, %s and %s",
+		panic(trapf("%s.%s: called during %s; records may be emitted only during %s, %s, %s, %s, %s, %s and %s",
 			abi.HostModule, abi.ImportEmit, in.calling,
-			abi.ExportProcess, abi.ExportSourcePoll, abi.ExportTimers, abi.ExportEndInput, abi.ExportBarrier))
+			abi.ExportProcess, abi.ExportSourcePoll, abi.ExportTimers, abi.ExportEventTimers, abi.ExportWatermark, abi.ExportEndInput, abi.ExportBarrier))
 	}
 	// Size the records slice once for the whole batch rather than growing
 	// it record by record; the count is bounded by the batch's length (a
@@ -134,7 +138,8 @@ func hostEmit(ctx context.Context, mod api.Module, stack []uint64) {
 // before the task's first record (open, alloc, free, _initialize).
 func emitAllowed(export string) bool {
 	switch export {
-	case abi.ExportProcess, abi.ExportSourcePoll, abi.ExportTimers, abi.ExportEndInput, abi.ExportBarrier:
+	case abi.ExportProcess, abi.ExportSourcePoll, abi.ExportTimers, abi.ExportEndInput, abi.ExportBarrier,
+		abi.ExportEventTimers, abi.ExportWatermark:
 		return true
 	}
 	return false
@@ -398,5 +403,45 @@ func hostTimerDelete(ctx context.Context, mod api.Module, stack []uint64) {
 	vertex, key, t := in.timerArgs(mod, abi.ImportTimerDelete, stack)
 	if err := in.state.deleteTimer(vertex, key, t); err != nil {
 		panic(trapf("%s.%s: %v", abi.HostModule, abi.ImportTimerDelete, err))
+	}
+}
+
+func hostWatermark(ctx context.Context, mod api.Module, stack []uint64) {
+	stack[0] = uint64(instOf(ctx).watermark)
+}
+
+// hostWatermarkEmit takes a guest source's watermark: only a source that
+// declared the "guest" strategy, during sluice_source_poll, so it stays in
+// order with the records of that poll.
+func hostWatermarkEmit(ctx context.Context, mod api.Module, stack []uint64) {
+	in := instOf(ctx)
+	ts := int64(stack[0])
+	if in.calling != abi.ExportSourcePoll {
+		panic(trapf("%s.%s: called during %s; a source emits watermarks during %s only", abi.HostModule, abi.ImportWatermarkEmit, in.calling, abi.ExportSourcePoll))
+	}
+	if in.cfg.EmitWatermark == nil {
+		panic(trapf("%s.%s: the source does not declare the %q watermark strategy: declare it (guest.GuestWatermarks()) or let the host generate them", abi.HostModule, abi.ImportWatermarkEmit, jobgraph.WatermarkGuest))
+	}
+	in.deadline.pause()
+	err := in.cfg.EmitWatermark(ts)
+	in.deadline.resume()
+	if err != nil {
+		panic(&hostAbort{err: err})
+	}
+}
+
+func hostEventTimerRegister(ctx context.Context, mod api.Module, stack []uint64) {
+	in := instOf(ctx)
+	vertex, key, t := in.timerArgs(mod, abi.ImportEventTimerRegister, stack)
+	if err := in.state.registerTimer(vertex|eventTimerBit, key, t, in.lim.MaxStateBytes); err != nil {
+		in.stateTrap(abi.ImportEventTimerRegister, err)
+	}
+}
+
+func hostEventTimerDelete(ctx context.Context, mod api.Module, stack []uint64) {
+	in := instOf(ctx)
+	vertex, key, t := in.timerArgs(mod, abi.ImportEventTimerDelete, stack)
+	if err := in.state.deleteTimer(vertex|eventTimerBit, key, t); err != nil {
+		panic(trapf("%s.%s: %v", abi.HostModule, abi.ImportEventTimerDelete, err))
 	}
 }

@@ -46,6 +46,7 @@ type Instance struct {
 	stderr   *streamWriter
 	fns      struct {
 		alloc, free, plan, open, process, sourcePoll, endInput, barrier, timers, close api.Function
+		eventTimers, watermark                                                         api.Function
 	}
 
 	stack        [2]uint64
@@ -56,6 +57,7 @@ type Instance struct {
 	timerRecs    []abi.Record
 	scan         *scanState
 	now          int64 // virtual processing time: the latest FireTimers time
+	watermark    int64 // the task's event time: the latest AdvanceWatermark
 
 	planning bool
 	calling  string // the export running now, for the imports that only some allow
@@ -273,6 +275,59 @@ func (in *Instance) FireTimers(ctx context.Context, nowMs int64) error {
 	}
 	in.timerRecs = recs[:0]
 	return in.callBatch(ctx, abi.ExportTimers, in.fns.timers, recs)
+}
+
+// Watermark returns the task's event time: the latest AdvanceWatermark,
+// math.MinInt64 before any.
+func (in *Instance) Watermark() int64 { return in.watermark }
+
+// NextEventTimer returns the time of the earliest registered event-time
+// timer.
+func (in *Instance) NextEventTimer() (atMs int64, ok bool) { return in.state.nextEventTimer() }
+
+// AdvanceWatermark moves the task's event time to wm (a lower wm does
+// nothing): it fires every event-time timer at or below wm, earliest first,
+// in one sluice_event_timers call, then calls sluice_watermark(wm) when the
+// module exports it. Output of both reaches Emit before it returns, so it
+// precedes the watermark the task forwards next. A fired timer is gone from
+// the State: a checkpoint taken after it does not hold it.
+//
+// # Errors
+//
+// The guest's failure, or an error when timers are due and the module has
+// no sluice_event_timers (a module that imports event_timer_register
+// without it is refused at load).
+func (in *Instance) AdvanceWatermark(ctx context.Context, wm int64) error {
+	if err := in.usable(); err != nil {
+		return err
+	}
+	if wm <= in.watermark {
+		return nil
+	}
+	in.watermark = wm
+	if at, ok := in.state.nextEventTimer(); ok && at <= wm {
+		if in.fns.eventTimers == nil {
+			return fmt.Errorf("advance watermark: module %s registered event timers but has no %s export", shortDigest(in.m.digest), abi.ExportEventTimers)
+		}
+		recs := in.timerRecs[:0]
+		for _, tk := range in.state.popDueEvent(wm) {
+			recs = append(recs, abi.Record{
+				Key: []byte(tk[12:]), HasKey: true,
+				Time: int64(binary.LittleEndian.Uint64([]byte(tk[4:12]))), HasTime: true,
+				Value: binary.LittleEndian.AppendUint32(nil, binary.LittleEndian.Uint32([]byte(tk[:4]))&^eventTimerBit),
+			})
+		}
+		in.timerRecs = recs[:0]
+		if err := in.callBatch(ctx, abi.ExportEventTimers, in.fns.eventTimers, recs); err != nil {
+			return err
+		}
+	}
+	if in.fns.watermark == nil {
+		return nil
+	}
+	in.stack[0] = uint64(wm)
+	_, err := in.call(ctx, abi.ExportWatermark, in.fns.watermark, in.stack[:1])
+	return err
 }
 
 // measure records the guest's memory size after a call, and its fuel when

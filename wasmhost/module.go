@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 
 	"github.com/bytedance/sonic"
@@ -145,9 +146,10 @@ func (m *Module) instantiate(ctx context.Context, s instanceSetup) (*Instance, e
 	logger := s.logger.With("module", shortDigest(m.digest))
 	in := &Instance{
 		m: m, lim: lim, logger: logger, cfg: TaskConfig{Tenant: s.tenant},
-		alloc:  &cappedAllocator{limit: lim.MemoryLimitBytes},
-		logs:   &logSink{logger: logger, budget: lim.MaxLogBytes},
-		counts: make(map[string]int64),
+		alloc:     &cappedAllocator{limit: lim.MemoryLimitBytes},
+		logs:      &logSink{logger: logger, budget: lim.MaxLogBytes},
+		counts:    make(map[string]int64),
+		watermark: math.MinInt64,
 	}
 	in.stdout = &streamWriter{s: in.logs, stream: "stdout", level: slog.LevelInfo}
 	in.stderr = &streamWriter{s: in.logs, stream: "stderr", level: slog.LevelWarn, keep: true}
@@ -195,6 +197,7 @@ func (m *Module) instantiate(ctx context.Context, s instanceSetup) (*Instance, e
 	in.fns.plan, in.fns.open, in.fns.process = f(abi.ExportPlan), f(abi.ExportOpen), f(abi.ExportProcess)
 	in.fns.sourcePoll, in.fns.endInput = f(abi.ExportSourcePoll), f(abi.ExportEndInput)
 	in.fns.barrier, in.fns.timers, in.fns.close = f(abi.ExportBarrier), f(abi.ExportTimers), f(abi.ExportClose)
+	in.fns.eventTimers, in.fns.watermark = f(abi.ExportEventTimers), f(abi.ExportWatermark)
 	if m.hasInit {
 		if _, err := in.call(ctx, abi.ExportInitialize, f(abi.ExportInitialize), in.stack[:0]); err != nil {
 			in.Close(ctx)

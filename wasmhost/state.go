@@ -34,7 +34,8 @@ type State struct {
 	groups []map[string][]byte   // keyed state per key group, by stateKey
 	timers []map[string]struct{} // timers per key group, by timerKey
 	ops    map[string][]byte     // operator state by opKey
-	queue  timerQueue
+	queue  timerQueue            // processing-time timers
+	equeue timerQueue            // event-time timers (eventTimerBit)
 	// bytes is what the entries cost in host memory (entryCost,
 	// timerCost), for Limits.MaxStateBytes; nTimers counts the live timers.
 	bytes   int64
@@ -172,6 +173,17 @@ func appendStateKey(dst []byte, vertex uint32, name, key []byte) []byte {
 	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(name)))
 	dst = append(dst, name...)
 	return append(dst, key...)
+}
+
+// eventTimerBit marks an event-time timer in the vertex field of its timer
+// key: both kinds share the per-group sets, and so the snapshot format, the
+// state limit and the redistribution on rescale; snapshots without event
+// timers read as before. Vertex ids are below 1<<31 (jobgraph.Validate).
+const eventTimerBit = 1 << 31
+
+// isEventTimer reports whether timer key tk is an event-time timer.
+func isEventTimer(tk string) bool {
+	return binary.LittleEndian.Uint32([]byte(tk[:4]))&eventTimerBit != 0
 }
 
 // appendTimerKey appends the map key of a timer: u32 vertex, i64 time, key.
@@ -436,47 +448,68 @@ func (s *State) addTimer(g int, tk string, t int64) {
 	s.timers[g][tk] = struct{}{}
 	s.bytes += timerCost(len(tk))
 	s.nTimers++
-	heap.Push(&s.queue, timerEntry{t: t, group: g, tk: tk})
-	if len(s.queue) > 2*s.nTimers+1024 {
+	q := &s.queue
+	if isEventTimer(tk) {
+		q = &s.equeue
+	}
+	heap.Push(q, timerEntry{t: t, group: g, tk: tk})
+	if len(s.queue)+len(s.equeue) > 2*s.nTimers+1024 {
 		// Deleted timers stay in the queue until they reach its top, out
 		// of the limit's sight: a guest registering and deleting timers
 		// far in the future would grow it without bound. Drop them, and
 		// the duplicates a timer deleted and registered again leaves.
-		live := s.queue[:0]
-		seen := make(map[string]bool, s.nTimers)
-		for _, e := range s.queue {
-			if _, ok := s.timers[e.group][e.tk]; ok && !seen[e.tk] {
-				seen[e.tk] = true
-				live = append(live, e)
-			}
-		}
-		clear(s.queue[len(live):])
-		s.queue = live
-		heap.Init(&s.queue)
+		s.compact(&s.queue)
+		s.compact(&s.equeue)
 	}
 }
 
-// nextTimer returns the earliest registered timer's time.
-func (s *State) nextTimer() (int64, bool) {
+func (s *State) compact(q *timerQueue) {
+	live := (*q)[:0]
+	seen := make(map[string]bool, s.nTimers)
+	for _, e := range *q {
+		if _, ok := s.timers[e.group][e.tk]; ok && !seen[e.tk] {
+			seen[e.tk] = true
+			live = append(live, e)
+		}
+	}
+	clear((*q)[len(live):])
+	*q = live
+	heap.Init(q)
+}
+
+// nextTimer returns the earliest registered processing-time timer's time.
+func (s *State) nextTimer() (int64, bool) { return s.next(&s.queue) }
+
+// nextEventTimer returns the earliest registered event-time timer's time.
+func (s *State) nextEventTimer() (int64, bool) { return s.next(&s.equeue) }
+
+func (s *State) next(q *timerQueue) (int64, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for len(s.queue) > 0 {
-		e := s.queue[0]
+	for len(*q) > 0 {
+		e := (*q)[0]
 		if _, ok := s.timers[e.group][e.tk]; ok {
 			return e.t, true
 		}
-		heap.Pop(&s.queue)
+		heap.Pop(q)
 	}
 	return 0, false
 }
 
-// popDue removes and returns the timer keys due at now, earliest first.
-func (s *State) popDue(now int64) []string {
+// popDue removes and returns the processing-time timer keys due at now,
+// earliest first.
+func (s *State) popDue(now int64) []string { return s.pop(&s.queue, now) }
+
+// popDueEvent removes and returns the event-time timer keys due at
+// watermark wm, earliest first.
+func (s *State) popDueEvent(wm int64) []string { return s.pop(&s.equeue, wm) }
+
+func (s *State) pop(q *timerQueue, now int64) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var due []string
-	for len(s.queue) > 0 && s.queue[0].t <= now {
-		e := heap.Pop(&s.queue).(timerEntry)
+	for len(*q) > 0 && (*q)[0].t <= now {
+		e := heap.Pop(q).(timerEntry)
 		if _, ok := s.timers[e.group][e.tk]; ok {
 			delete(s.timers[e.group], e.tk)
 			s.bytes -= timerCost(len(e.tk))

@@ -113,11 +113,46 @@ func (s *State) NextTimer() (timeMs int64, ok bool) { return s.nextTimer() }
 // in the order sluice_timers hands them to the guest: by time (timers of
 // one time in a fixed order).
 func (s *State) PopDueTimers(nowMs int64) []Timer {
-	due := s.popDue(nowMs)
+	return timersOf(s.popDue(nowMs))
+}
+
+// RegisterEventTimer registers an event-time timer of vertex for key at
+// timeMs, as RegisterTimer does a processing-time one; the two kinds never
+// meet.
+//
+// # Errors
+//
+// As RegisterTimer; also an error when vertex is not below 1<<31.
+func (s *State) RegisterEventTimer(vertex int, key []byte, timeMs, limit int64) error {
+	if vertex < 0 || vertex >= eventTimerBit {
+		return fmt.Errorf("vertex %d out of range", vertex)
+	}
+	return limitCause(s.registerTimer(uint32(vertex)|eventTimerBit, key, timeMs, limit))
+}
+
+// DeleteEventTimer removes a registered event-time timer, if it exists.
+//
+// # Errors
+//
+// An error when key is not in one of the key groups s holds.
+func (s *State) DeleteEventTimer(vertex int, key []byte, timeMs int64) error {
+	return s.deleteTimer(uint32(vertex)|eventTimerBit, key, timeMs)
+}
+
+// NextEventTimer returns the time of the earliest registered event-time
+// timer.
+func (s *State) NextEventTimer() (timeMs int64, ok bool) { return s.nextEventTimer() }
+
+// PopDueEventTimers removes and returns the event-time timers due at
+// watermark wm (time ≤ wm), in the order sluice_event_timers hands them to
+// the guest.
+func (s *State) PopDueEventTimers(wm int64) []Timer { return timersOf(s.popDueEvent(wm)) }
+
+func timersOf(due []string) []Timer {
 	out := make([]Timer, len(due))
 	for i, tk := range due {
 		out[i] = Timer{
-			Vertex: int(binary.LittleEndian.Uint32([]byte(tk[:4]))),
+			Vertex: int(binary.LittleEndian.Uint32([]byte(tk[:4])) &^ eventTimerBit),
 			TimeMs: int64(binary.LittleEndian.Uint64([]byte(tk[4:12]))),
 			Key:    []byte(tk[12:]),
 		}

@@ -66,6 +66,12 @@ func TestCompileRejects(t *testing.T) {
 		{"locals bomb", withFuncs(func(m *hModule) { m.funcs[2].localCount = 1<<32 - 1 }), "above the host's limit of 50000"},
 		{"no memory export", withFuncs(func(m *hModule) { m.memoryExport = "mem" }), `missing export "memory"`},
 		{"no memory", withFuncs(func(m *hModule) { m.noMemory = true }), "module has no linear memory"},
+		{"event timers without their export", withFuncs(func(m *hModule) {
+			m.imports = []hImport{{module: "sluice", name: "event_timer_register", params: []byte{tI32, tI32, tI32, tI64}}}
+		}), `imports "sluice.event_timer_register" but does not export "sluice_event_timers"`},
+		{"bad sluice_watermark signature", withFuncs(func(m *hModule) {
+			m.funcs = append(m.funcs, hFunc{export: "sluice_watermark", params: []byte{tI32}, results: []byte{tI32}, body: i32const(0)})
+		}), `export "sluice_watermark" has signature (i32) -> (i32), want (i64) -> (i32)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := rt.Compile(ctx, tc.wasm)
@@ -82,6 +88,13 @@ func TestCompileRejects(t *testing.T) {
 	}
 	if _, err := rt.Compile(ctx, ok.bytes()); err != nil {
 		t.Errorf("the minimal hand-made module: %v", err)
+	}
+	evented := withFuncs(func(m *hModule) {
+		m.imports = []hImport{{module: "sluice", name: "event_timer_register", params: []byte{tI32, tI32, tI32, tI64}}}
+		m.funcs = append(m.funcs, hFunc{export: "sluice_event_timers", params: []byte{tI32, tI32}, results: []byte{tI32}, body: i32const(0)})
+	})
+	if _, err := rt.Compile(ctx, evented); err != nil {
+		t.Errorf("a module with event timers and their export: %v", err)
 	}
 }
 

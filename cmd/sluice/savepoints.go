@@ -58,15 +58,18 @@ parallelism). --dispose ID deletes a savepoint.`,
 
 func newStopCmd() *cobra.Command {
 	var jm string
-	var savepoint bool
+	var savepoint, drain bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "stop --savepoint JOB",
+		Use:   "stop [--drain] JOB",
 		Short: "Stop a job with a savepoint: take the savepoint, then end the job FINISHED",
 		Long: `Stop a job gracefully, as Flink's stop-with-savepoint: the sources emit nothing
 after the savepoint's barrier, the savepoint completes (committing the file
 sink's output up to it), then the job ends FINISHED. It prints the savepoint
-id to resume from. Without a savepoint, use sluice cancel.`,
+id to resume from. With --drain the sources first send the maximum
+watermark, so every event-time timer (every open window) fires before the
+savepoint: for ending an unbounded job for good. Without a savepoint, use
+sluice cancel.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !savepoint {
@@ -78,7 +81,12 @@ id to resume from. Without a savepoint, use sluice cancel.`,
 			}
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
-			sp, err := c.TriggerSavepoint(ctx, args[0], true, timeout)
+			var sp client.Checkpoint
+			if drain {
+				sp, err = c.StopWithDrain(ctx, args[0], timeout)
+			} else {
+				sp, err = c.TriggerSavepoint(ctx, args[0], true, timeout)
+			}
 			if err != nil {
 				return err
 			}
@@ -89,6 +97,7 @@ id to resume from. Without a savepoint, use sluice cancel.`,
 	jmFlag(cmd, &jm)
 	tokenFlag(cmd)
 	cmd.Flags().BoolVar(&savepoint, "savepoint", true, "take a savepoint before stopping (always)")
+	cmd.Flags().BoolVar(&drain, "drain", false, "send the maximum watermark first, so every event-time timer fires")
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long the savepoint may take")
 	return cmd
 }

@@ -27,6 +27,9 @@ const (
 	ExportBarrier    = "sluice_barrier"     // (checkpoint_id i64) -> status: run the operators' barrier hooks
 	ExportTimers     = "sluice_timers"      // (batch_ptr, batch_len i32) -> status: fired timers as a batch
 	ExportClose      = "sluice_close"       // () -> status: the task ends
+	// Event time (optional; a module without them runs as before).
+	ExportEventTimers = "sluice_event_timers" // (batch_ptr, batch_len i32) -> status: fired event-time timers as a batch
+	ExportWatermark   = "sluice_watermark"    // (ts i64) -> status: the task's watermark advanced to ts (after its event timers fired)
 )
 
 // Host imports, all in HostModule.
@@ -47,6 +50,11 @@ const (
 	ImportOpStateDelete = "op_state_delete" // (vertex, name_ptr, name_len i32)
 	ImportTimerRegister = "timer_register"  // (vertex, key_ptr, key_len i32, time_ms i64)
 	ImportTimerDelete   = "timer_delete"    // (vertex, key_ptr, key_len i32, time_ms i64)
+	// Event time (optional imports; see docs/ABI.md section "Event time").
+	ImportWatermark          = "watermark_ms"         // () -> i64: the task's current watermark; math.MinInt64 before any
+	ImportWatermarkEmit      = "watermark_emit"       // (ts i64): a guest source's watermark (strategy "guest")
+	ImportEventTimerRegister = "event_timer_register" // (vertex, key_ptr, key_len i32, time_ms i64)
+	ImportEventTimerDelete   = "event_timer_delete"   // (vertex, key_ptr, key_len i32, time_ms i64)
 )
 
 // Status is what a guest export returns.

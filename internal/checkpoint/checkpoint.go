@@ -17,6 +17,10 @@ type Trigger struct {
 	// Stop asks sources to emit nothing after this barrier: the job stops
 	// once the savepoint completes (stop-with-savepoint).
 	Stop bool
+	// Drain (with Stop) asks sources to send the maximum watermark before
+	// the barrier, so every event-time timer fires before the savepoint
+	// (Flink's stop --drain).
+	Drain bool
 }
 
 // Split is a byte range of one blob object, read with the line rule of the

@@ -70,6 +70,9 @@ const (
 	// MaxNameBytes bounds the job's name, each operator's name and each
 	// config key: they are shown in tables, task names and logs.
 	MaxNameBytes = 256
+	// MaxVertexID bounds vertex ids: the host keeps the top bit of a
+	// 32-bit id for its own use (event-time timers).
+	MaxVertexID = 1<<31 - 1
 )
 
 // BadName says what is wrong with a name a guest chose for the job, an
@@ -108,7 +111,9 @@ func BadName(s string) string {
 //   - sources have no inputs, sinks no outputs; every other vertex has at
 //     least one input and one output (records must end in a sink);
 //   - forward edges join vertices of equal parallelism;
-//   - keyed operators (reduce, process) are fed by hash edges only.
+//   - keyed operators (reduce, process) are fed by hash edges only;
+//   - watermark strategies (Vertex.Watermarks) only on sources, well
+//     formed, and "guest" only on guest sources.
 //
 // maxParallelismLimit ≤ 0 means no limit beyond the graph's own.
 //
@@ -154,6 +159,9 @@ func Validate(g *Graph, defaultParallelism, maxParallelismLimit int) error {
 			continue
 		}
 		byID[v.ID] = v
+		if v.ID < 0 || v.ID > MaxVertexID {
+			bad("%s: id %d out of range: use 0 to %d", vname(v), v.ID, MaxVertexID)
+		}
 		if why := BadName(v.Name); why != "" {
 			bad("%s: the name %s", vname(v), why)
 		}
@@ -177,6 +185,14 @@ func Validate(g *Graph, defaultParallelism, maxParallelismLimit int) error {
 			bad("%s: parallelism %d is negative", vname(v), p)
 		case ParallelismOf(v, defaultParallelism) > maxP:
 			bad("%s: parallelism %d is above the max parallelism %d", vname(v), ParallelismOf(v, defaultParallelism), maxP)
+		}
+		switch w, err := v.Watermarks(); {
+		case v.Kind != KindSource && v.hasWatermarkKey():
+			bad("%s: a watermark strategy is set on a %s: only sources generate watermarks; set it on the source", vname(v), v.Kind)
+		case err != nil:
+			bad("%s: %v", vname(v), err)
+		case w.Kind == WatermarkGuest && v.Connector != "":
+			bad("%s: the %q watermark strategy needs a guest source, but this is the host connector %q: use %q or %q", vname(v), WatermarkGuest, v.Connector, WatermarkBounded, WatermarkMonotonous)
 		}
 		if v.Connector != "" {
 			k, ok := ConnectorKind(v.Connector)

@@ -295,15 +295,20 @@ func splitFromWire(w *jobmaster.InputSplit) checkpoint.Split {
 
 // TriggerToWire converts a checkpoint trigger for one execution.
 func TriggerToWire(f control.FencingToken, executionID string, t checkpoint.Trigger) *taskexecutor.TriggerCheckpointRequest {
-	return &taskexecutor.TriggerCheckpointRequest{
+	w := &taskexecutor.TriggerCheckpointRequest{
 		Fencing: FencingToWire(f), ExecutionId: executionID,
 		CheckpointId: t.ID, TimestampMs: t.TimestampMs, Savepoint: t.Savepoint, Stop: t.Stop,
 	}
+	if t.Drain {
+		w.Drain = &t.Drain
+	}
+	return w
 }
 
 // TriggerFromWire converts a checkpoint trigger.
 func TriggerFromWire(w *taskexecutor.TriggerCheckpointRequest) checkpoint.Trigger {
-	return checkpoint.Trigger{ID: w.GetCheckpointId(), TimestampMs: w.GetTimestampMs(), Savepoint: w.GetSavepoint(), Stop: w.GetStop()}
+	return checkpoint.Trigger{ID: w.GetCheckpointId(), TimestampMs: w.GetTimestampMs(), Savepoint: w.GetSavepoint(), Stop: w.GetStop(),
+		Drain: w.GetDrain()}
 }
 
 // AckToWire converts a checkpoint acknowledgement.

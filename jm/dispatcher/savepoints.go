@@ -68,6 +68,21 @@ func (d *Dispatcher) restoreFrom(ctx context.Context, tenant, id string, g *jobg
 // ErrJobNotFound; ErrFailedPrecondition when the job is not running with
 // every task running; the abort reason when the savepoint failed.
 func (d *Dispatcher) TriggerSavepoint(ctx context.Context, tenant, job string, stop bool, timeout time.Duration) (checkpoint.Stats, error) {
+	return d.savepoint(ctx, tenant, job, stop, false, timeout)
+}
+
+// StopWithDrain stops a running job with a savepoint after its sources
+// sent the maximum watermark, so every event-time timer fired first
+// (Flink's stop --drain); it returns the savepoint.
+//
+// # Errors
+//
+// As TriggerSavepoint.
+func (d *Dispatcher) StopWithDrain(ctx context.Context, tenant, job string, timeout time.Duration) (checkpoint.Stats, error) {
+	return d.savepoint(ctx, tenant, job, true, true, timeout)
+}
+
+func (d *Dispatcher) savepoint(ctx context.Context, tenant, job string, stop, drain bool, timeout time.Duration) (checkpoint.Stats, error) {
 	jm, err := d.job(tenant, job)
 	if err != nil {
 		return checkpoint.Stats{}, err
@@ -77,7 +92,10 @@ func (d *Dispatcher) TriggerSavepoint(ctx context.Context, tenant, job string, s
 	}
 	ctx, cancel := context.WithTimeout(ctx, min(timeout, MaxWait))
 	defer cancel()
-	d.log.Info("savepoint requested", "job", job, "tenant", tenant, "stop", stop)
+	d.log.Info("savepoint requested", "job", job, "tenant", tenant, "stop", stop, "drain", drain)
+	if drain {
+		return jm.StopWithDrain(ctx)
+	}
 	return jm.TriggerSavepoint(ctx, stop)
 }
 

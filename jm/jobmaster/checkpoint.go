@@ -53,8 +53,8 @@ type (
 		reply chan error
 	}
 	evSavepoint struct {
-		stop  bool
-		reply chan savepointReply
+		stop, drain bool
+		reply       chan savepointReply
 	}
 )
 
@@ -82,8 +82,23 @@ type (
 //   - ErrDeadlineExceeded: the savepoint timed out, or ctx ended first (the
 //     savepoint may still complete; see Checkpoints).
 func (jm *JobMaster) TriggerSavepoint(ctx context.Context, stop bool) (checkpoint.Stats, error) {
+	return jm.triggerSavepoint(ctx, stop, false)
+}
+
+// StopWithDrain is TriggerSavepoint with stop, after the sources sent the
+// maximum watermark: every event-time timer fires (and its output is in
+// the savepoint's sinks) before the barrier (Flink's stop --drain).
+//
+// # Errors
+//
+// As TriggerSavepoint.
+func (jm *JobMaster) StopWithDrain(ctx context.Context) (checkpoint.Stats, error) {
+	return jm.triggerSavepoint(ctx, true, true)
+}
+
+func (jm *JobMaster) triggerSavepoint(ctx context.Context, stop, drain bool) (checkpoint.Stats, error) {
 	reply := make(chan savepointReply, 1)
-	if !jm.send(evSavepoint{stop: stop, reply: reply}) {
+	if !jm.send(evSavepoint{stop: stop, drain: drain, reply: reply}) {
 		return checkpoint.Stats{}, jm.endedError()
 	}
 	select {
@@ -156,7 +171,7 @@ func (jm *JobMaster) handleCheckpoint(ev any) bool {
 	case evSavepoint:
 		jm.lastWaiter++
 		jm.waiters[jm.lastWaiter] = ev.reply
-		jm.checkpointEvent(checkpointing.SavepointRequested{Stop: ev.stop, Waiter: jm.lastWaiter})
+		jm.checkpointEvent(checkpointing.SavepointRequested{Stop: ev.stop, Drain: ev.drain, Waiter: jm.lastWaiter})
 	default:
 		return false
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/dispatcher"
+	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/rpcerr"
 	"github.com/sluicehq/sluice/internal/rpcserver"
 	dsp "github.com/sluicehq/sluice/jm/dispatcher"
@@ -157,7 +158,16 @@ func (e *DispatcherEndpoint) TriggerSavepoint(ctx context.Context, req *dispatch
 	if req == nil {
 		return nil, rpcserver.ToWire(rpcerr.Errorf(rpcerr.ErrInvalidArgument, "savepoint: no request"))
 	}
-	st, err := e.D.TriggerSavepoint(ctx, tenant, req.GetJobId(), req.GetStop(), time.Duration(req.GetTimeoutMs())*time.Millisecond)
+	timeout := time.Duration(req.GetTimeoutMs()) * time.Millisecond
+	var st checkpoint.Stats
+	switch {
+	case req.GetDrain() && !req.GetStop():
+		err = rpcerr.Errorf(rpcerr.ErrInvalidArgument, "savepoint of job %s: drain is for stopping a job: set stop too (sluice stop --drain)", req.GetJobId())
+	case req.GetDrain():
+		st, err = e.D.StopWithDrain(ctx, tenant, req.GetJobId(), timeout)
+	default:
+		st, err = e.D.TriggerSavepoint(ctx, tenant, req.GetJobId(), req.GetStop(), timeout)
+	}
 	if err != nil {
 		return nil, rpcserver.ToWire(err)
 	}

@@ -291,6 +291,26 @@ func (c *Client) TriggerSavepoint(ctx context.Context, jobID string, stop bool, 
 	return checkpointFromWire(resp), nil
 }
 
+// StopWithDrain stops a job as TriggerSavepoint with stop does, after its
+// sources sent the maximum watermark: every event-time timer fires (and
+// what it emits reaches the sinks) before the savepoint, as Flink's
+// stop --drain. Use it to end an unbounded job for good; a job resumed
+// from a drained savepoint starts at the end of event time.
+//
+// # Errors
+//
+// As TriggerSavepoint.
+func (c *Client) StopWithDrain(ctx context.Context, jobID string, timeout time.Duration) (Checkpoint, error) {
+	ctx, cancel, opt := call(ctx, max(timeout, 5*time.Minute)+c.timeout)
+	defer cancel()
+	drain := true
+	resp, err := c.c.TriggerSavepoint(ctx, &dispatcher.SavepointRequest{JobId: jobID, Stop: true, Drain: &drain, TimeoutMs: timeout.Milliseconds()}, opt)
+	if err != nil {
+		return Checkpoint{}, wrap("stop with drain of job "+jobID, err)
+	}
+	return checkpointFromWire(resp), nil
+}
+
 // ListCheckpoints returns a job's checkpoints and savepoints, newest first.
 // A job the JobManager no longer knows (it expired, or ran on a JobManager
 // that is gone) is listed from the blob store: its retained checkpoints.

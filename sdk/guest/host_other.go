@@ -51,3 +51,29 @@ func hostOpStatePut(vertex int32, name string, val []byte) { testHost.opStatePut
 func hostOpStateDelete(vertex int32, name string)          { testHost.opStateDelete(vertex, name) }
 func hostTimerRegister(vertex int32, key []byte, t int64)  { testHost.timerRegister(vertex, key, t) }
 func hostTimerDelete(vertex int32, key []byte, t int64)    { testHost.timerDelete(vertex, key, t) }
+
+// eventTimeHost is the part of testHost for event time; a test host
+// without it gets a panic, as a module without the imports would.
+type eventTimeHost interface {
+	watermark() int64
+	watermarkEmit(ts int64)
+	eventTimerRegister(vertex int32, key []byte, t int64)
+	eventTimerDelete(vertex int32, key []byte, t int64)
+}
+
+func eventHost() eventTimeHost {
+	h, ok := testHost.(eventTimeHost)
+	if !ok {
+		panic("this test host has no event time")
+	}
+	return h
+}
+
+func hostWatermark() int64       { return eventHost().watermark() }
+func hostWatermarkEmit(ts int64) { eventHost().watermarkEmit(ts) }
+func hostEventTimerRegister(vertex int32, key []byte, t int64) {
+	eventHost().eventTimerRegister(vertex, key, t)
+}
+func hostEventTimerDelete(vertex int32, key []byte, t int64) {
+	eventHost().eventTimerDelete(vertex, key, t)
+}

@@ -59,6 +59,18 @@ func sluiceTimerRegister(vertex int32, key unsafe.Pointer, keyLen uint32, timeMs
 //go:wasmimport sluice timer_delete
 func sluiceTimerDelete(vertex int32, key unsafe.Pointer, keyLen uint32, timeMs int64)
 
+//go:wasmimport sluice watermark_ms
+func sluiceWatermark() int64
+
+//go:wasmimport sluice watermark_emit
+func sluiceWatermarkEmit(ts int64)
+
+//go:wasmimport sluice event_timer_register
+func sluiceEventTimerRegister(vertex int32, key unsafe.Pointer, keyLen uint32, timeMs int64)
+
+//go:wasmimport sluice event_timer_delete
+func sluiceEventTimerDelete(vertex int32, key unsafe.Pointer, keyLen uint32, timeMs int64)
+
 func bp(b []byte) (unsafe.Pointer, uint32) {
 	return unsafe.Pointer(unsafe.SliceData(b)), uint32(len(b))
 }
@@ -135,6 +147,19 @@ func hostTimerDelete(vertex int32, key []byte, t int64) {
 	sluiceTimerDelete(vertex, kp, kn, t)
 }
 
+func hostWatermark() int64       { return sluiceWatermark() }
+func hostWatermarkEmit(ts int64) { sluiceWatermarkEmit(ts) }
+
+func hostEventTimerRegister(vertex int32, key []byte, t int64) {
+	kp, kn := bp(key)
+	sluiceEventTimerRegister(vertex, kp, kn, t)
+}
+
+func hostEventTimerDelete(vertex int32, key []byte, t int64) {
+	kp, kn := bp(key)
+	sluiceEventTimerDelete(vertex, kp, kn, t)
+}
+
 // The guest exports of docs/ABI.md.
 
 //go:wasmexport sluice_abi_v1
@@ -174,6 +199,9 @@ func sluiceBarrier(checkpointID int64) int32 { return doBarrier(checkpointID) }
 
 //go:wasmexport sluice_timers
 func sluiceTimers(ptr, n uint32) int32 { return doTimers(region(ptr, n)) }
+
+//go:wasmexport sluice_event_timers
+func sluiceEventTimers(ptr, n uint32) int32 { return doEventTimers(region(ptr, n)) }
 
 //go:wasmexport sluice_close
 func sluiceClose() int32 { return doClose() }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/sluicehq/sluice/internal/abi"
 	"github.com/sluicehq/sluice/sdk/guest/internal/native"
 )
 
@@ -45,6 +46,12 @@ func (*nativeModule) EndInput() int32                { return doEndInput() }
 func (*nativeModule) Barrier(checkpoint int64) int32 { return doBarrier(checkpoint) }
 func (*nativeModule) Timers(batch []byte) int32      { return doTimers(batch) }
 func (*nativeModule) Close() int32                   { return doClose() }
+func (*nativeModule) EventTimers(batch []byte) int32 { return doEventTimers(batch) }
+
+// Watermark is sluice_watermark, which the Go SDK does not export: its
+// operators read the watermark when they need it and fire on event timers.
+func (*nativeModule) Watermark(int64) int32 { return abi.StatusOK }
+func (*nativeModule) HasWatermark() bool    { return false }
 
 func (m *nativeModule) Release() {
 	nativeMu.Lock()
@@ -92,3 +99,11 @@ func (n nativeHost) timerRegister(vertex int32, key []byte, t int64) {
 	n.h.TimerRegister(vertex, key, t)
 }
 func (n nativeHost) timerDelete(vertex int32, key []byte, t int64) { n.h.TimerDelete(vertex, key, t) }
+func (n nativeHost) watermark() int64                              { return n.h.Watermark() }
+func (n nativeHost) watermarkEmit(ts int64)                        { n.h.WatermarkEmit(ts) }
+func (n nativeHost) eventTimerRegister(vertex int32, key []byte, t int64) {
+	n.h.EventTimerRegister(vertex, key, t)
+}
+func (n nativeHost) eventTimerDelete(vertex int32, key []byte, t int64) {
+	n.h.EventTimerDelete(vertex, key, t)
+}

@@ -28,8 +28,10 @@ type op struct {
 	result  func(dst, acc []byte) []byte
 	process ProcessFunc
 	timer   TimerFunc
-	source  SourceFunc
-	sink    SinkFunc
+	// eventTimer runs for event-time timers (OnEventTimer).
+	eventTimer TimerFunc
+	source     SourceFunc
+	sink       SinkFunc
 
 	onOpen    func(ctx *Context)
 	onBarrier func(ctx *Context, checkpointID int64)

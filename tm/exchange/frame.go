@@ -22,8 +22,10 @@ const (
 
 const (
 	headerSize = 9
-	// protocolVersion is the data protocol spoken in HELLO.
-	protocolVersion = 1
+	// protocolVersion is the data protocol spoken in HELLO. Version 2 added
+	// the WATERMARK and WATERMARK_STATUS events: a version 1 peer would fail
+	// on them mid-stream, so it is refused at the handshake.
+	protocolVersion = 2
 	helloMagic      = "SLXC"
 	// maxControlPayload bounds every frame that is not a BUFFER, and every
 	// frame before the handshake completed.
@@ -218,17 +220,45 @@ func parseCredit(p []byte) (uint32, error) {
 	return n, nil
 }
 
+// An EVENT payload is the type and one little-endian 64-bit argument: the
+// checkpoint id of a barrier, the timestamp of a watermark, 1 (idle) or 0
+// (active) for a watermark status, 0 for END_OF_PARTITION.
 func eventPayload(ev Event) []byte {
-	b := []byte{byte(ev.Type)}
-	return binary.LittleEndian.AppendUint64(b, uint64(ev.CheckpointID))
+	var arg uint64
+	switch ev.Type {
+	case CheckpointBarrier:
+		arg = uint64(ev.CheckpointID)
+	case Watermark:
+		arg = uint64(ev.Timestamp)
+	case WatermarkStatus:
+		if ev.Idle {
+			arg = 1
+		}
+	}
+	return binary.LittleEndian.AppendUint64([]byte{byte(ev.Type)}, arg)
 }
 
 func parseEvent(p []byte) (Event, error) {
 	if len(p) != 9 {
 		return Event{}, fmt.Errorf("%w: EVENT of %d bytes, want 9", ErrProtocol, len(p))
 	}
-	ev := Event{Type: EventType(p[0]), CheckpointID: int64(binary.LittleEndian.Uint64(p[1:]))}
-	if !ev.Type.valid() {
+	ev := Event{Type: EventType(p[0])}
+	arg := binary.LittleEndian.Uint64(p[1:])
+	switch ev.Type {
+	case EndOfPartition:
+		if arg != 0 {
+			return Event{}, fmt.Errorf("%w: END_OF_PARTITION with argument %d", ErrProtocol, arg)
+		}
+	case CheckpointBarrier:
+		ev.CheckpointID = int64(arg)
+	case Watermark:
+		ev.Timestamp = int64(arg)
+	case WatermarkStatus:
+		if arg > 1 {
+			return Event{}, fmt.Errorf("%w: WATERMARK_STATUS %d, want 0 (active) or 1 (idle)", ErrProtocol, arg)
+		}
+		ev.Idle = arg == 1
+	default:
 		return Event{}, fmt.Errorf("%w: unknown event type %d", ErrProtocol, p[0])
 	}
 	return ev, nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/abi"
@@ -47,6 +48,8 @@ func FuzzFrame(f *testing.F) {
 	seed = appendFrame(seed, frameCredit, 3, creditPayload(4))
 	seed = appendFrame(seed, frameBuffer, 3, abi.AppendBatch(nil, []abi.Record{{Value: []byte("v")}}))
 	seed = appendFrame(seed, frameEvent, 3, eventPayload(Event{Type: CheckpointBarrier, CheckpointID: 9}))
+	seed = appendFrame(seed, frameEvent, 3, eventPayload(Event{Type: Watermark, Timestamp: -5}))
+	seed = appendFrame(seed, frameEvent, 3, eventPayload(Event{Type: WatermarkStatus, Idle: true}))
 	seed = appendFrame(seed, frameReject, 3, rejectPayload(rejectNotRegistered, "later"))
 	seed = appendFrame(seed, frameClose, 3, closePayload(closeAbort, "bye"))
 	seed = appendFrame(seed, frameError, 0, textPayload("bad"))
@@ -105,4 +108,53 @@ func FuzzDecodeBatchEquivalence(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzEvent checks the EVENT payload decoder: it never panics, and every
+// payload it accepts re-encodes to the same bytes (one encoding per event).
+func FuzzEvent(f *testing.F) {
+	for _, ev := range []Event{
+		{Type: EndOfPartition},
+		{Type: CheckpointBarrier, CheckpointID: 7},
+		{Type: Watermark, Timestamp: math.MinInt64},
+		{Type: Watermark, Timestamp: math.MaxInt64},
+		{Type: Watermark, Timestamp: 1_700_000_000_000},
+		{Type: WatermarkStatus, Idle: true},
+		{Type: WatermarkStatus},
+	} {
+		f.Add(eventPayload(ev))
+	}
+	f.Add([]byte{byte(WatermarkStatus), 2, 0, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte{9, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, p []byte) {
+		ev, err := parseEvent(p)
+		if err != nil {
+			if !errors.Is(err, ErrProtocol) {
+				t.Fatalf("error %v does not wrap ErrProtocol", err)
+			}
+			return
+		}
+		if again := eventPayload(ev); !bytes.Equal(again, p) {
+			t.Fatalf("%v re-encodes to %x, not %x", ev, again, p)
+		}
+	})
+}
+
+func TestEventPayloadRoundTrip(t *testing.T) {
+	for _, ev := range []Event{
+		{Type: EndOfPartition},
+		{Type: CheckpointBarrier, CheckpointID: 42},
+		{Type: Watermark, Timestamp: -1},
+		{Type: Watermark, Timestamp: math.MaxInt64},
+		{Type: WatermarkStatus, Idle: true},
+		{Type: WatermarkStatus, Idle: false},
+	} {
+		got, err := parseEvent(eventPayload(ev))
+		if err != nil || got != ev {
+			t.Errorf("%v: got %v, %v", ev, got, err)
+		}
+	}
+	if _, err := parseEvent([]byte{byte(WatermarkStatus), 3, 0, 0, 0, 0, 0, 0, 0}); !errors.Is(err, ErrProtocol) {
+		t.Errorf("a watermark status of 3 was accepted: %v", err)
+	}
 }

@@ -306,6 +306,14 @@ func (t *task) onControl(ctx context.Context, m controlMsg, src *source) error {
 	if err := src.flush(); err != nil {
 		return err
 	}
+	if tr.Stop && tr.Drain {
+		// Event time ends before the barrier, so the savepoint holds what
+		// every timer downstream emitted.
+		t.log.Info("stop --drain: the source sends the maximum watermark", "checkpoint", tr.ID)
+		if err := t.drainWatermark(ctx); err != nil {
+			return err
+		}
+	}
 	var pos *checkpoint.SourcePosition
 	if src.position != nil {
 		pos = src.position()
@@ -333,11 +341,13 @@ func (t *task) onEvent(ctx context.Context, gi int, producer int, ev exchange.Ev
 	case exchange.EndOfPartition:
 		t.ended[key] = struct{}{}
 		if t.alignID != 0 && t.aligned() {
-			return t.completeAlignment(ctx)
+			if err := t.completeAlignment(ctx); err != nil {
+				return err
+			}
 		}
-		return nil
+		return t.onWatermarkEvent(ctx, gi, producer, ev)
 	default:
-		return nil
+		return t.onWatermarkEvent(ctx, gi, producer, ev)
 	}
 	switch {
 	case id <= t.lastID:

@@ -1,6 +1,7 @@
 package task
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +27,7 @@ type Metrics struct {
 	idleNs                atomic.Int64 // in waits that ended
 	idleFrom              atomic.Int64 // when the wait going on started (UnixNano); 0: none
 	alignNs               atomic.Int64 // the last completed barrier alignment
+	watermark             atomic.Int64 // the task's event time; math.MinInt64 before any
 
 	mu      sync.Mutex
 	writers []*exchange.ResultWriter
@@ -33,7 +35,11 @@ type Metrics struct {
 }
 
 // NewMetrics returns the metrics of a task that starts now.
-func NewMetrics() *Metrics { return &Metrics{start: time.Now()} }
+func NewMetrics() *Metrics {
+	m := &Metrics{start: time.Now()}
+	m.watermark.Store(math.MinInt64)
+	return m
+}
 
 // Sample is a task's cumulative figures at one moment.
 type Sample struct {
@@ -58,6 +64,9 @@ type Sample struct {
 	// LastAlignment is how long the last checkpoint's barriers took to
 	// align over all input channels.
 	LastAlignment time.Duration
+	// Watermark is the task's event time (ms since the Unix epoch), as
+	// Flink's currentInputWatermark: math.MinInt64 before any.
+	Watermark int64
 }
 
 // Busy is the part of Elapsed that was neither idle nor back-pressured.
@@ -73,6 +82,7 @@ func (m *Metrics) Sample() Sample {
 		RecordsIn: m.recordsIn.Load(), RecordsOut: m.recordsOut.Load(),
 		BytesIn: m.bytesIn.Load(), BytesOut: m.bytesOut.Load(),
 		LastAlignment: time.Duration(m.alignNs.Load()),
+		Watermark:     m.watermark.Load(),
 	}
 	if from := m.idleFrom.Load(); from != 0 {
 		s.Idle += max(now.Sub(time.Unix(0, from)), 0)
@@ -133,6 +143,12 @@ func (m *Metrics) addOut(records, bytes int) {
 func (m *Metrics) aligned(d time.Duration) {
 	if m != nil {
 		m.alignNs.Store(int64(d))
+	}
+}
+
+func (m *Metrics) setWatermark(wm int64) {
+	if m != nil {
+		m.watermark.Store(wm)
 	}
 }
 

@@ -177,6 +177,8 @@ type task struct {
 	alignCtx    context.Context
 	alignCancel context.CancelFunc
 
+	et eventTime // watermarks (watermark.go)
+
 	// text source position
 	split          checkpoint.Split
 	inSplit        bool
@@ -340,6 +342,9 @@ func (t *task) open(ctx context.Context) error {
 		t.channels += in.Producers
 	}
 	t.singleGate = len(t.gates) == 1
+	if err := t.initEventTime(); err != nil {
+		return fmt.Errorf("task %s: %w", id, err)
+	}
 	if len(t.guest) > 0 {
 		mod, err := t.deps.Modules.Module(ctx, t.spec.Tenant, t.spec.ModuleDigest)
 		if err != nil {
@@ -384,6 +389,10 @@ func (t *task) newInstance(ctx context.Context, state *wasmhost.State) (*wasmhos
 	if t.collectEnd || t.fileEnd || t.blackholeEnd || len(t.spec.Outputs) > 0 {
 		emit = t.guestEmit
 	}
+	var emitWM func(int64) error
+	if t.et.strategy.Kind == jobgraph.WatermarkGuest && t.guestSource() {
+		emitWM = t.guestWatermark
+	}
 	inst, err := t.mod.Instantiate(ctx, wasmhost.TaskConfig{
 		JobID:          t.spec.JobID,
 		TaskName:       t.name(),
@@ -394,6 +403,7 @@ func (t *task) newInstance(ctx context.Context, state *wasmhost.State) (*wasmhos
 		MaxParallelism: t.spec.MaxParallelism,
 		Args:           t.spec.Args,
 		Emit:           emit,
+		EmitWatermark:  emitWM,
 		Logger:         t.log,
 		Limits:         t.deps.Limits,
 		State:          state,
@@ -417,6 +427,9 @@ func (t *task) setInstance(inst *wasmhost.Instance) {
 // output. recs are valid only during the call.
 func (t *task) emit(recs []abi.Record) error {
 	t.emitted += int64(len(recs))
+	if t.hostGenerated() {
+		t.observeEmitted(recs)
+	}
 	t.met.addOut(len(recs), 0) // bytes: the writers count their own
 	if t.sink != nil {
 		if t.sink.write(recs) {
@@ -532,6 +545,9 @@ func (t *task) runText(ctx context.Context) error {
 		t.bpos = batchPos{objects: b.objects, offsets: b.offsets}
 		err := t.process(ctx, b.recs, b.encoded())
 		b.reset()
+		if err == nil {
+			err = t.sourceTick(ctx, false)
+		}
 		return err
 	}
 	src := &source{flush: flush, position: t.textPosition}
@@ -549,6 +565,10 @@ func (t *task) runText(ctx context.Context) error {
 			return flush()
 		}
 		t.split, t.inSplit, t.nextOffset = sp, true, sp.Offset
+		if t.et.splits != nil {
+			t.et.split = sp.ID()
+			t.et.splits.Add(t.et.split, time.Now())
+		}
 		err = readSplit(ctx, t.deps.Blob, sp, func(line []byte, next int64) error {
 			b.add(line)
 			b.objects = append(b.objects, sp.Key)
@@ -571,6 +591,14 @@ func (t *task) runText(ctx context.Context) error {
 		// them first.
 		t.finishedSplits = append(t.finishedSplits, sp.ID())
 		t.inSplit = false
+		if t.et.splits != nil {
+			// The split's times must count before it stops holding the
+			// watermark back.
+			if err := flush(); err != nil {
+				return err
+			}
+			t.et.splits.Remove(sp.ID())
+		}
 	}
 }
 
@@ -590,8 +618,21 @@ func (t *task) nextSplit(ctx context.Context, src *source) (checkpoint.Split, bo
 		sp, done, err := t.deps.Splits.NextSplit(nctx)
 		ch <- answer{sp, done, err}
 	}()
+	var tick <-chan time.Time
+	if t.et.splits != nil {
+		// Idleness goes on while the JobMaster answers.
+		tk := time.NewTicker(t.et.strategy.Interval)
+		defer tk.Stop()
+		tick = tk.C
+	}
 	for {
 		select {
+		case <-tick:
+			if err := t.sourceTick(ctx, false); err != nil {
+				cancel()
+				<-ch
+				return checkpoint.Split{}, false, err
+			}
 		case a := <-ch:
 			if a.err != nil {
 				return checkpoint.Split{}, false, fmt.Errorf("task %s: next split: %w", t.spec.ExecutionID, a.err)
@@ -667,6 +708,9 @@ func (t *task) runGuestSource(ctx context.Context) error {
 		before := t.emitted
 		done, err := t.inst.SourcePoll(ctx, sourcePollMax)
 		if err != nil {
+			return err
+		}
+		if err := t.sourceTick(ctx, false); err != nil {
 			return err
 		}
 		if done {

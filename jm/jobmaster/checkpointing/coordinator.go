@@ -349,7 +349,7 @@ func (c *Coordinator) tick(attempt int64) {
 			return
 		}
 	}
-	c.trigger(false, false) // a bad key fails the savepoints that need one
+	c.trigger(false, false, false) // a bad key fails the savepoints that need one
 	c.armTick(c.cfg.Interval)
 }
 
@@ -365,7 +365,7 @@ func (c *Coordinator) stopPending() bool {
 }
 
 // trigger starts a checkpoint at every source of the attempt.
-func (c *Coordinator) trigger(savepoint, stop bool) (*pending, error) {
+func (c *Coordinator) trigger(savepoint, stop, drain bool) (*pending, error) {
 	id := c.nextID
 	dir, err := c.cfg.Keys.Checkpoint(c.cfg.JobID, uint64(id))
 	if err != nil {
@@ -388,7 +388,7 @@ func (c *Coordinator) trigger(savepoint, stop bool) (*pending, error) {
 		p.waiting[t.ExecutionID] = true
 	}
 	c.pending[id] = p
-	tr := checkpoint.Trigger{ID: id, TimestampMs: c.v.Now.UnixMilli(), Savepoint: savepoint, Stop: stop}
+	tr := checkpoint.Trigger{ID: id, TimestampMs: c.v.Now.UnixMilli(), Savepoint: savepoint, Stop: stop, Drain: drain}
 	sources := 0
 	for _, t := range tasks {
 		if t.Source {
@@ -415,7 +415,7 @@ func (c *Coordinator) savepoint(ev SavepointRequested) {
 	case c.stopPending():
 		refuse("a stop-with-savepoint is in progress")
 	default:
-		p, err := c.trigger(true, ev.Stop)
+		p, err := c.trigger(true, ev.Stop, ev.Stop && ev.Drain)
 		if err != nil {
 			c.emit(AnswerSavepoint{Waiter: ev.Waiter, Err: rpcerr.Errorf(rpcerr.ErrInternal, "job %s: savepoint: %v", c.cfg.JobID, err)})
 			return

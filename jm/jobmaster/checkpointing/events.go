@@ -68,7 +68,9 @@ type (
 	// SavepointRequested: a caller wants a savepoint (with Stop: then the
 	// job stops). Waiter, nonzero, names the caller in AnswerSavepoint.
 	SavepointRequested struct {
-		Stop   bool
+		Stop bool
+		// Drain (with Stop): the sources send the maximum watermark first.
+		Drain  bool
 		Waiter int64
 	}
 	// DeleteFailed: a DeleteDirs command could not delete Dir; it is

@@ -53,10 +53,11 @@
 //
 // Checkpoints of a whole job, failures and restarts are the cluster's and
 // are tested there (local/localtest); the harness takes snapshots of one
-// task. Event time and watermarks do not exist yet (they are the streaming
-// issue's): when they do, a task will take watermarks beside records and
-// processing time, as sluice_timers takes timers, and RunJob will forward
-// them by the edges.
+// task. Event time: [Task.SetWatermark] moves a task's watermark as an
+// input watermark does (event-time timers fire), and a Go source's own
+// watermarks are in [Task.EmittedWatermarks]; RunJob does not generate or
+// forward watermarks (a bounded job's end fires every event timer, as
+// END_OF_PARTITION does on a cluster).
 //
 // It must not import the cluster (jm, tm, local, cmd, sdk/client, blob).
 package jobtest

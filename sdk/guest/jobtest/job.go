@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -146,6 +147,8 @@ func (r *run) task(ctx context.Context, c jobgraph.Chain, s int) error {
 		JobID: "jobtest", TaskName: fmt.Sprintf("%s (%d/%d)", head.Name, s+1, c.Parallelism),
 		Chain: guestOps, Subtask: s, Parallelism: c.Parallelism, MaxParallelism: r.maxP,
 		Args: r.cfg.Args, Emit: out.emit,
+		// RunJob forwards no watermarks: a Go source's are dropped.
+		EmitWatermark: func(int64) error { return nil },
 	})
 	if err != nil {
 		return err
@@ -185,6 +188,13 @@ func (r *run) task(ctx context.Context, c jobgraph.Chain, s int) error {
 			if err := step(); err != nil {
 				return err
 			}
+		}
+	}
+	if head.Kind != jobgraph.KindSource {
+		// All inputs ended: event time is over, as when a TaskManager's
+		// task gets END_OF_PARTITION on every channel.
+		if err := inst.AdvanceWatermark(ctx, math.MaxInt64); err != nil {
+			return err
 		}
 	}
 	if err := inst.EndInput(ctx); err != nil {

@@ -185,6 +185,9 @@ type instance interface {
 	Barrier(ctx context.Context, checkpointID int64) error
 	NextTimer() (int64, bool)
 	FireTimers(ctx context.Context, nowMs int64) error
+	Watermark() int64
+	NextEventTimer() (int64, bool)
+	AdvanceWatermark(ctx context.Context, wm int64) error
 	Counters() map[string]int64
 	State() *wasmhost.State
 	Close(ctx context.Context) error

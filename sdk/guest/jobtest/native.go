@@ -72,11 +72,12 @@ type nativeInstance struct {
 	opened   bool
 	closed   bool
 
-	counts map[string]int64
-	now    int64
-	scan   *scanCursor
-	in     []byte // input batches, reused as the Wasm host reuses its region
-	recs   []abi.Record
+	counts    map[string]int64
+	now       int64
+	watermark int64 // the latest AdvanceWatermark; math.MinInt64 before any
+	scan      *scanCursor
+	in        []byte // input batches, reused as the Wasm host reuses its region
+	recs      []abi.Record
 }
 
 type scanCursor struct {
@@ -89,7 +90,7 @@ type scanCursor struct {
 // nativePlan runs the registered job's plan with args and returns the graph
 // it declares, as wasmhost.Module.Plan.
 func nativePlan(args []string, bind func(native.Host) (native.Module, error)) (*jobgraph.Graph, error) {
-	n := &nativeInstance{planning: true, counts: map[string]int64{}}
+	n := &nativeInstance{planning: true, counts: map[string]int64{}, watermark: math.MinInt64}
 	mod, err := bind(n)
 	if err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
@@ -150,7 +151,7 @@ func newNativeInstance(cfg wasmhost.TaskConfig, bind func(native.Host) (native.M
 		lim.MaxStateBytes = wasmhost.DefaultMaxStateBytes
 	}
 	n := &nativeInstance{cfg: cfg, lim: lim, state: st, kinds: kinds,
-		keyGroupStart: start, keyGroupEnd: end, counts: map[string]int64{}}
+		keyGroupStart: start, keyGroupEnd: end, counts: map[string]int64{}, watermark: math.MinInt64}
 	mod, err := bind(n)
 	if err != nil {
 		return nil, fmt.Errorf("instantiate: %w", err)
@@ -309,6 +310,40 @@ func (n *nativeInstance) FireTimers(ctx context.Context, nowMs int64) error {
 	return n.callBatch(ctx, abi.ExportTimers, n.mod.Timers, recs)
 }
 
+// Watermark is wasmhost.Instance.Watermark.
+func (n *nativeInstance) Watermark() int64 { return n.watermark }
+
+// NextEventTimer is wasmhost.Instance.NextEventTimer.
+func (n *nativeInstance) NextEventTimer() (int64, bool) { return n.state.NextEventTimer() }
+
+// AdvanceWatermark is wasmhost.Instance.AdvanceWatermark: the event timers
+// at or below wm fire, earliest first, then sluice_watermark runs.
+func (n *nativeInstance) AdvanceWatermark(ctx context.Context, wm int64) error {
+	if err := n.usable(); err != nil {
+		return err
+	}
+	if wm <= n.watermark {
+		return nil
+	}
+	n.watermark = wm
+	if at, ok := n.state.NextEventTimer(); ok && at <= wm {
+		due := n.state.PopDueEventTimers(wm)
+		recs := make([]abi.Record, len(due))
+		for i, tm := range due {
+			recs[i] = abi.Record{Key: tm.Key, HasKey: true, Time: tm.TimeMs, HasTime: true,
+				Value: binary.LittleEndian.AppendUint32(nil, uint32(tm.Vertex))}
+		}
+		if err := n.callBatch(ctx, abi.ExportEventTimers, n.mod.EventTimers, recs); err != nil {
+			return err
+		}
+	}
+	if !n.mod.HasWatermark() {
+		return nil
+	}
+	_, err := n.call(abi.ExportWatermark, func() int32 { return n.mod.Watermark(wm) })
+	return err
+}
+
 func (n *nativeInstance) Counters() map[string]int64 {
 	out := make(map[string]int64, len(n.counts))
 	for k, v := range n.counts {
@@ -361,7 +396,8 @@ func (n *nativeInstance) bound(fn, what string, b []byte, max int) {
 // that carry the task's records, timers, end of input and barriers.
 func emitAllowed(export string) bool {
 	switch export {
-	case abi.ExportProcess, abi.ExportSourcePoll, abi.ExportTimers, abi.ExportEndInput, abi.ExportBarrier:
+	case abi.ExportProcess, abi.ExportSourcePoll, abi.ExportTimers, abi.ExportEndInput, abi.ExportBarrier,
+		abi.ExportEventTimers, abi.ExportWatermark:
 		return true
 	}
 	return false
@@ -369,9 +405,9 @@ func emitAllowed(export string) bool {
 
 func (n *nativeInstance) Emit(b []byte) {
 	if !emitAllowed(n.calling) {
-		n.trapf(wasmhost.ErrTrap, "%s.%s: called during %s; records may be emitted only during %s, %s, %s, %s and %s",
+		n.trapf(wasmhost.ErrTrap, "%s.%s: called during %s; records may be emitted only during %s, %s, %s, %s, %s, %s and %s",
 			abi.HostModule, abi.ImportEmit, n.calling,
-			abi.ExportProcess, abi.ExportSourcePoll, abi.ExportTimers, abi.ExportEndInput, abi.ExportBarrier)
+			abi.ExportProcess, abi.ExportSourcePoll, abi.ExportTimers, abi.ExportEventTimers, abi.ExportWatermark, abi.ExportEndInput, abi.ExportBarrier)
 	}
 	recs, err := abi.DecodeBatch(n.recs[:0], b)
 	if err != nil {
@@ -593,5 +629,36 @@ func (n *nativeInstance) TimerDelete(vertex int32, key []byte, t int64) {
 	n.bound(abi.ImportTimerDelete, "key", key, maxKeyBytes)
 	if err := n.state.DeleteTimer(int(vertex), key, t); err != nil {
 		n.trapErr(abi.ImportTimerDelete, err)
+	}
+}
+
+// WatermarkEmit is watermark_emit: a guest source's watermark, during
+// sluice_source_poll, for a source with the "guest" strategy.
+func (n *nativeInstance) WatermarkEmit(ts int64) {
+	if n.calling != abi.ExportSourcePoll {
+		n.trapf(wasmhost.ErrTrap, "%s.%s: called during %s; a source emits watermarks during %s only", abi.HostModule, abi.ImportWatermarkEmit, n.calling, abi.ExportSourcePoll)
+	}
+	if n.cfg.EmitWatermark == nil {
+		n.trapf(wasmhost.ErrTrap, "%s.%s: the source does not declare the %q watermark strategy: declare it (guest.GuestWatermarks()) or let the host generate them", abi.HostModule, abi.ImportWatermarkEmit, jobgraph.WatermarkGuest)
+	}
+	if err := n.cfg.EmitWatermark(ts); err != nil {
+		n.abort = err
+		panic(&hostAbort{err: err})
+	}
+}
+
+func (n *nativeInstance) EventTimerRegister(vertex int32, key []byte, t int64) {
+	n.operator(abi.ImportEventTimerRegister, vertex, true)
+	n.bound(abi.ImportEventTimerRegister, "key", key, maxKeyBytes)
+	if err := n.state.RegisterEventTimer(int(vertex), key, t, n.lim.MaxStateBytes); err != nil {
+		n.trapErr(abi.ImportEventTimerRegister, err)
+	}
+}
+
+func (n *nativeInstance) EventTimerDelete(vertex int32, key []byte, t int64) {
+	n.operator(abi.ImportEventTimerDelete, vertex, true)
+	n.bound(abi.ImportEventTimerDelete, "key", key, maxKeyBytes)
+	if err := n.state.DeleteEventTimer(int(vertex), key, t); err != nil {
+		n.trapErr(abi.ImportEventTimerDelete, err)
 	}
 }

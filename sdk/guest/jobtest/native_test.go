@@ -32,15 +32,18 @@ func call(h native.Host, fn func(native.Host) int32) int32 {
 	return fn(h)
 }
 
-func (f *fakeModule) Plan([]byte) int32      { return call(f.h, f.plan) }
-func (f *fakeModule) Open([]byte) int32      { return call(f.h, f.open) }
-func (f *fakeModule) Process([]byte) int32   { return call(f.h, f.process) }
-func (f *fakeModule) SourcePoll(int32) int32 { return abi.StatusOK }
-func (f *fakeModule) EndInput() int32        { return abi.StatusOK }
-func (f *fakeModule) Barrier(int64) int32    { return abi.StatusOK }
-func (f *fakeModule) Timers([]byte) int32    { return abi.StatusOK }
-func (f *fakeModule) Close() int32           { return abi.StatusOK }
-func (f *fakeModule) Release()               { f.released = true }
+func (f *fakeModule) Plan([]byte) int32        { return call(f.h, f.plan) }
+func (f *fakeModule) Open([]byte) int32        { return call(f.h, f.open) }
+func (f *fakeModule) Process([]byte) int32     { return call(f.h, f.process) }
+func (f *fakeModule) SourcePoll(int32) int32   { return abi.StatusOK }
+func (f *fakeModule) EndInput() int32          { return abi.StatusOK }
+func (f *fakeModule) Barrier(int64) int32      { return abi.StatusOK }
+func (f *fakeModule) Timers([]byte) int32      { return abi.StatusOK }
+func (f *fakeModule) Close() int32             { return abi.StatusOK }
+func (f *fakeModule) Release()                 { f.released = true }
+func (f *fakeModule) EventTimers([]byte) int32 { return abi.StatusOK }
+func (f *fakeModule) Watermark(int64) int32    { return abi.StatusOK }
+func (f *fakeModule) HasWatermark() bool       { return false }
 func (f *fakeModule) bind(h native.Host) (native.Module, error) {
 	f.h = h
 	return f, nil

@@ -47,6 +47,7 @@ type Task struct {
 	inst   instance
 	out    []Record
 	now    int64
+	wms    []int64 // what a guest source gave watermark_emit
 	closed bool
 }
 
@@ -116,6 +117,8 @@ func (m *Mode) Open(ctx context.Context, cfg TaskConfig) (*Task, error) {
 		Chain:    chain, Subtask: cfg.Subtask, Parallelism: cfg.Parallelism, MaxParallelism: maxP,
 		Args: cfg.Args, Limits: cfg.Limits, State: st,
 		Emit: t.emit,
+		// A guest source's watermarks are kept for EmittedWatermarks.
+		EmitWatermark: t.emitWatermark(chain),
 	})
 	if err != nil {
 		return nil, err
@@ -247,6 +250,38 @@ func (t *Task) ProcessingTime() int64 { return t.now }
 
 // NextTimer returns the time of the earliest registered timer.
 func (t *Task) NextTimer() (ms int64, ok bool) { return t.inst.NextTimer() }
+
+// SetWatermark advances the task's event time to ms, as an input
+// watermark does on a TaskManager: the event-time timers at or below ms
+// fire, earliest first (their output is in Output), then the watermark
+// hook runs. A lower ms than before does nothing.
+//
+// # Errors
+//
+// As Process.
+func (t *Task) SetWatermark(ms int64) error { return t.inst.AdvanceWatermark(t.ctx, ms) }
+
+// Watermark returns the task's event time, what the guest's watermark_ms
+// returns: math.MinInt64 until set.
+func (t *Task) Watermark() int64 { return t.inst.Watermark() }
+
+// NextEventTimer returns the time of the earliest registered event-time
+// timer.
+func (t *Task) NextEventTimer() (ms int64, ok bool) { return t.inst.NextEventTimer() }
+
+// EmittedWatermarks returns the watermarks a Go source with the "guest"
+// strategy emitted so far, in order.
+func (t *Task) EmittedWatermarks() []int64 { return t.wms }
+
+func (t *Task) emitWatermark(chain []jobgraph.Vertex) func(int64) error {
+	if w, err := chain[0].Watermarks(); err != nil || w.Kind != jobgraph.WatermarkGuest || chain[0].Kind != jobgraph.KindSource {
+		return nil
+	}
+	return func(ts int64) error {
+		t.wms = append(t.wms, ts)
+		return nil
+	}
+}
 
 // EndInput tells the chain its input has ended; operators that hold
 // results until then (a Reduce with EmitFinal) emit them.

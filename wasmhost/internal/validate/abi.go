@@ -59,6 +59,8 @@ func guestExports() []guestExport {
 		{abi.ExportBarrier, sig{[]api.ValueType{i64}, []api.ValueType{i32}}, false},
 		{abi.ExportTimers, sig{[]api.ValueType{i32, i32}, []api.ValueType{i32}}, false},
 		{abi.ExportClose, sig{nil, []api.ValueType{i32}}, false},
+		{abi.ExportEventTimers, sig{[]api.ValueType{i32, i32}, []api.ValueType{i32}}, false},
+		{abi.ExportWatermark, sig{[]api.ValueType{i64}, []api.ValueType{i32}}, false},
 		{abi.ExportInitialize, sig{}, false},
 	}
 }
@@ -164,6 +166,12 @@ func ABI(wasm []byte, cm wazero.CompiledModule, hostFuncs map[string]api.Functio
 			}
 		default:
 			bad("module imports %q: not allowed", full)
+		}
+		// An event timer it could register would have nowhere to fire.
+		if mod == abi.HostModule && name == abi.ImportEventTimerRegister {
+			if _, ok := exports[abi.ExportEventTimers]; !ok {
+				bad("module imports %q but does not export %q: event-time timers it registers could never fire; export it (docs/ABI.md, \"Event time\")", full, abi.ExportEventTimers)
+			}
 		}
 	}
 	if len(probs) > 0 {

@@ -1198,6 +1198,7 @@ type SavepointRequest struct {
 	JobId     string `thrift:"job_id,1" frugal:"1,default,string" json:"job_id"`
 	Stop      bool   `thrift:"stop,2" frugal:"2,default,bool" json:"stop"`
 	TimeoutMs int64  `thrift:"timeout_ms,3" frugal:"3,default,i64" json:"timeout_ms"`
+	Drain     *bool  `thrift:"drain,4,optional" frugal:"4,optional,bool" json:"drain,omitempty"`
 }
 
 func NewSavepointRequest() *SavepointRequest {
@@ -1218,6 +1219,15 @@ func (p *SavepointRequest) GetStop() (v bool) {
 func (p *SavepointRequest) GetTimeoutMs() (v int64) {
 	return p.TimeoutMs
 }
+
+var SavepointRequest_Drain_DEFAULT bool
+
+func (p *SavepointRequest) GetDrain() (v bool) {
+	if !p.IsSetDrain() {
+		return SavepointRequest_Drain_DEFAULT
+	}
+	return *p.Drain
+}
 func (p *SavepointRequest) SetJobId(val string) {
 	p.JobId = val
 }
@@ -1226,6 +1236,13 @@ func (p *SavepointRequest) SetStop(val bool) {
 }
 func (p *SavepointRequest) SetTimeoutMs(val int64) {
 	p.TimeoutMs = val
+}
+func (p *SavepointRequest) SetDrain(val *bool) {
+	p.Drain = val
+}
+
+func (p *SavepointRequest) IsSetDrain() bool {
+	return p.Drain != nil
 }
 
 func (p *SavepointRequest) String() string {
@@ -1239,6 +1256,7 @@ var fieldIDToName_SavepointRequest = map[int16]string{
 	1: "job_id",
 	2: "stop",
 	3: "timeout_ms",
+	4: "drain",
 }
 
 type JobLogsRequest struct {

@@ -520,6 +520,7 @@ type TriggerCheckpointRequest struct {
 	TimestampMs  int64                `thrift:"timestamp_ms,4" frugal:"4,default,i64" json:"timestamp_ms"`
 	Savepoint    bool                 `thrift:"savepoint,5" frugal:"5,default,bool" json:"savepoint"`
 	Stop         bool                 `thrift:"stop,6" frugal:"6,default,bool" json:"stop"`
+	Drain        *bool                `thrift:"drain,7,optional" frugal:"7,optional,bool" json:"drain,omitempty"`
 }
 
 func NewTriggerCheckpointRequest() *TriggerCheckpointRequest {
@@ -557,6 +558,15 @@ func (p *TriggerCheckpointRequest) GetSavepoint() (v bool) {
 func (p *TriggerCheckpointRequest) GetStop() (v bool) {
 	return p.Stop
 }
+
+var TriggerCheckpointRequest_Drain_DEFAULT bool
+
+func (p *TriggerCheckpointRequest) GetDrain() (v bool) {
+	if !p.IsSetDrain() {
+		return TriggerCheckpointRequest_Drain_DEFAULT
+	}
+	return *p.Drain
+}
 func (p *TriggerCheckpointRequest) SetFencing(val *common.FencingToken) {
 	p.Fencing = val
 }
@@ -575,9 +585,16 @@ func (p *TriggerCheckpointRequest) SetSavepoint(val bool) {
 func (p *TriggerCheckpointRequest) SetStop(val bool) {
 	p.Stop = val
 }
+func (p *TriggerCheckpointRequest) SetDrain(val *bool) {
+	p.Drain = val
+}
 
 func (p *TriggerCheckpointRequest) IsSetFencing() bool {
 	return p.Fencing != nil
+}
+
+func (p *TriggerCheckpointRequest) IsSetDrain() bool {
+	return p.Drain != nil
 }
 
 func (p *TriggerCheckpointRequest) String() string {
@@ -594,6 +611,7 @@ var fieldIDToName_TriggerCheckpointRequest = map[int16]string{
 	4: "timestamp_ms",
 	5: "savepoint",
 	6: "stop",
+	7: "drain",
 }
 
 type NotifyCheckpointRequest struct {

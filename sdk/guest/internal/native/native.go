@@ -22,6 +22,11 @@ type Host interface {
 	OpStateDelete(vertex int32, name string)
 	TimerRegister(vertex int32, key []byte, timeMs int64)
 	TimerDelete(vertex int32, key []byte, timeMs int64)
+	// Event time (docs/ABI.md, "Event time").
+	Watermark() int64
+	WatermarkEmit(ts int64)
+	EventTimerRegister(vertex int32, key []byte, timeMs int64)
+	EventTimerDelete(vertex int32, key []byte, timeMs int64)
 }
 
 // Module is the guest side: one method per export, returning the export's
@@ -37,6 +42,12 @@ type Module interface {
 	Barrier(checkpointID int64) int32
 	Timers(batch []byte) int32
 	Close() int32
+	// EventTimers is sluice_event_timers.
+	EventTimers(batch []byte) int32
+	// Watermark is sluice_watermark, called only when HasWatermark, as
+	// the host calls the optional export only when a module has it.
+	Watermark(ts int64) int32
+	HasWatermark() bool
 	// Release ends the module: the SDK forgets its task and its host, and
 	// another Module may be made. It is idempotent.
 	Release()

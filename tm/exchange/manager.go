@@ -319,7 +319,7 @@ func (m *Manager) acceptHandshake(nc net.Conn) (*conn, error) {
 		return nil, fmt.Errorf("write HELLO_OK: %w", err)
 	}
 	nc.SetDeadline(time.Time{})
-	return newConn(m, nc, true, m.cfg.MaxBufferSize), nil
+	return newConn(m, withTLSWrites(nc), true, m.cfg.MaxBufferSize), nil
 }
 
 // peerConn returns the connection to the Manager at addr, dialing it (with
@@ -455,7 +455,7 @@ func (m *Manager) dialHandshake(ctx context.Context, nc net.Conn) (*conn, error)
 	}
 	nc.SetDeadline(time.Time{})
 	sendMax := min(int(ok.maxFrame), m.cfg.MaxBufferSize)
-	c := newConn(m, nc, false, m.cfg.MaxBufferSize)
+	c := newConn(m, withTLSWrites(nc), false, m.cfg.MaxBufferSize)
 	c.sendMax = sendMax
 	return c, nil
 }

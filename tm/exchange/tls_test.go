@@ -146,4 +146,3 @@ func BenchmarkExchangeTLSVsPlain(b *testing.B) {
 	b.ReportMetric(enc/1e6, "tls_MB/s")
 	b.ReportMetric(enc/plain, "ratio")
 }
-

@@ -24,6 +24,7 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().String("log-level", "", "log level on stderr: debug, info, warn, error (default: info for servers, warn for client commands)")
+	tlsFlags(root)
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		// Kitex's logs go to the command's stderr logger (servers replace
 		// it with their own when they build it), at warn unless asked.

@@ -59,7 +59,12 @@ does not parse changes nothing (the log says what is wrong and where).`,
 			if err != nil {
 				return usageErr(err)
 			}
+			tlsSrc, err := serverTLS(ctx, cmd, log)
+			if err != nil {
+				return err
+			}
 			srv, err := jm.New(ctx, jm.Config{
+				TLS:                tlsSrc,
 				Tenants:            tenants,
 				Secret:             secret,
 				ListenAddr:         listen,
@@ -95,6 +100,9 @@ does not parse changes nothing (the log says what is wrong and where).`,
 				}
 				if secret == nil {
 					fmt.Fprintf(cmd.ErrOrStderr(), "WARNING: no cluster secret (--secret-file or %s): any process that reaches %s can join as a TaskManager\n", envSecret, srv.Addr())
+				}
+				if tlsSrc == nil {
+					warnPlaintext(cmd.ErrOrStderr(), "this JobManager", srv.Addr())
 				}
 			}
 			<-ctx.Done()
@@ -154,7 +162,12 @@ then registers with the JobManager (retrying until it answers).`,
 			if err != nil {
 				return usageErr(err)
 			}
+			tlsSrc, err := serverTLS(ctx, cmd, log)
+			if err != nil {
+				return err
+			}
 			t, err := tm.New(ctx, tm.Config{
+				TLS:           tlsSrc,
 				Secret:        secret,
 				JMAddress:     jmAddr,
 				ListenAddr:    listen,
@@ -173,6 +186,10 @@ then registers with the JobManager (retrying until it answers).`,
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "taskmanager listening on %s\n", t.Addr())
 			fmt.Fprintf(cmd.OutOrStdout(), "taskmanager data port on %s\n", t.DataAddr())
+			if tlsSrc == nil {
+				warnPlaintext(cmd.ErrOrStderr(), "this TaskManager", t.Addr())
+				warnPlaintext(cmd.ErrOrStderr(), "this TaskManager's data port", t.DataAddr())
+			}
 			if a := t.MetricsAddr(); a != "" {
 				fmt.Fprintf(cmd.OutOrStdout(), "taskmanager metrics on http://%s/metrics\n", a)
 			}
@@ -229,7 +246,11 @@ commands at it with --jm or SLUICE_JM.`,
 			} else {
 				cacheDir = filepath.Join(dir, "cache")
 			}
-			c, err := local.Start(ctx, local.Config{TaskManagers: tms, Slots: slots, Dir: dir, BlobURL: blobURL, CacheDir: cacheDir, Logger: log,
+			tlsSrc, err := serverTLS(ctx, cmd, log)
+			if err != nil {
+				return err
+			}
+			c, err := local.Start(ctx, local.Config{TLS: tlsSrc, TaskManagers: tms, Slots: slots, Dir: dir, BlobURL: blobURL, CacheDir: cacheDir, Logger: log,
 				RESTListenAddr: restListen, MetricsHost: metricsHost, DisableMetrics: noTaskMetrics})
 			if err != nil {
 				return err

@@ -10,8 +10,12 @@ import (
 )
 
 func main() {
-	if err := newRootCmd().Execute(); err != nil {
+	root := newRootCmd()
+	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "sluice:", err)
+		if hint := plaintextHint(root, os.Args[1:], err); hint != "" {
+			fmt.Fprintln(os.Stderr, hint)
+		}
 		os.Exit(exitCode(err))
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -97,4 +98,15 @@ func warnPlaintext(w io.Writer, what, addr string) {
 	if !isLoopback(addr) {
 		fmt.Fprintf(w, "WARNING: no TLS (--tls-ca, --tls-cert, --tls-key): %s on %s is plaintext; tokens, the cluster secret's proofs and records can be read on the network\n", what, addr)
 	}
+}
+
+// plaintextHint is a hint for a client command that could not reach the
+// JobManager without TLS: a JobManager with TLS hangs up on a plaintext
+// client, which reads as a network error.
+func plaintextHint(root *cobra.Command, args []string, err error) string {
+	cmd, _, ferr := root.Find(args)
+	if ferr != nil || cmd.Flags().Lookup("jm") == nil || tlsFiles(cmd).Enabled() || !errors.Is(err, client.ErrUnavailable) {
+		return ""
+	}
+	return "sluice: if the JobManager runs with TLS, pass --tls-ca (or set " + envTLSCA + ") with the CA that signed its certificate"
 }

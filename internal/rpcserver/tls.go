@@ -3,6 +3,8 @@ package rpcserver
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -156,7 +158,7 @@ func (d tlsDialer) DialTimeout(network, address string, timeout time.Duration) (
 	tc := tls.Client(nc, d.config(tlsconf.ServerName(address)))
 	if err := tc.HandshakeContext(ctx); err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("tls handshake with %s: %w", address, err)
+		return nil, explainHandshake(address, err)
 	}
 	return newBufferedConn(tc), nil
 }
@@ -191,4 +193,22 @@ func (c *bufferedConn) Close() error {
 		c.closeErr = c.Conn.Close()
 	})
 	return c.closeErr
+}
+
+// explainHandshake says what a failed client handshake with addr means and
+// what to do about it.
+func explainHandshake(addr string, err error) error {
+	var rh tls.RecordHeaderError
+	var ua x509.UnknownAuthorityError
+	var ci x509.CertificateInvalidError
+	var he x509.HostnameError
+	switch {
+	case errors.As(err, &rh):
+		return fmt.Errorf("tls handshake with %s: it does not speak TLS (%w): drop the TLS settings or dial a server that has them", addr, err)
+	case errors.As(err, &ua), errors.As(err, &ci):
+		return fmt.Errorf("tls handshake with %s: its certificate is not one the CA file (--tls-ca) vouches for (%w)", addr, err)
+	case errors.As(err, &he):
+		return fmt.Errorf("tls handshake with %s: its certificate is for other names (%w): dial a name it holds or pass --tls-server-name", addr, err)
+	}
+	return fmt.Errorf("tls handshake with %s: %w", addr, err)
 }

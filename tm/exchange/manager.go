@@ -109,7 +109,7 @@ func NewManager(ctx context.Context, cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("listen on data address %s: %w", cfg.ListenAddr, err)
 	}
 	if cfg.ServerTLS != nil {
-		ln = tls.NewListener(ln, cfg.ServerTLS)
+		ln = &tlsListener{Listener: ln, config: cfg.ServerTLS}
 	}
 	addr := cfg.AdvertiseAddr
 	if addr == "" {
@@ -277,7 +277,7 @@ func (m *Manager) serveInbound(nc net.Conn) {
 
 func (m *Manager) acceptHandshake(nc net.Conn) (*conn, error) {
 	nc.SetDeadline(time.Now().Add(m.cfg.HandshakeTimeout))
-	if tc, ok := nc.(*tls.Conn); ok {
+	if tc, ok := nc.(*tlsConn); ok {
 		if err := tc.HandshakeContext(m.ctx); err != nil {
 			return nil, fmt.Errorf("tls handshake: %w", err)
 		}
@@ -319,7 +319,7 @@ func (m *Manager) acceptHandshake(nc net.Conn) (*conn, error) {
 		return nil, fmt.Errorf("write HELLO_OK: %w", err)
 	}
 	nc.SetDeadline(time.Time{})
-	return newConn(m, withTLSWrites(nc), true, m.cfg.MaxBufferSize), nil
+	return newConn(m, nc, true, m.cfg.MaxBufferSize), nil
 }
 
 // peerConn returns the connection to the Manager at addr, dialing it (with
@@ -388,7 +388,9 @@ func (m *Manager) dial(ctx context.Context, addr string) (*conn, error) {
 		nc, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil {
 			if m.cfg.ClientTLS != nil {
-				nc = tls.Client(nc, m.cfg.ClientTLS(tlsconf.ServerName(addr)))
+				nc = newTLSConn(nc, func(raw net.Conn) *tls.Conn {
+					return tls.Client(raw, m.cfg.ClientTLS(tlsconf.ServerName(addr)))
+				})
 			}
 			c, err := m.dialHandshake(ctx, nc)
 			if err != nil {
@@ -419,7 +421,7 @@ func (m *Manager) dialHandshake(ctx context.Context, nc net.Conn) (*conn, error)
 	nc.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	if tc, ok := nc.(*tls.Conn); ok {
+	if tc, ok := nc.(*tlsConn); ok {
 		// Apart, so a refused certificate reads as such, not as a failed
 		// HELLO.
 		if err := tc.HandshakeContext(ctx); err != nil {
@@ -455,7 +457,7 @@ func (m *Manager) dialHandshake(ctx context.Context, nc net.Conn) (*conn, error)
 	}
 	nc.SetDeadline(time.Time{})
 	sendMax := min(int(ok.maxFrame), m.cfg.MaxBufferSize)
-	c := newConn(m, withTLSWrites(nc), false, m.cfg.MaxBufferSize)
+	c := newConn(m, nc, false, m.cfg.MaxBufferSize)
 	c.sendMax = sendMax
 	return c, nil
 }

@@ -35,7 +35,9 @@ func newJMCmd() *cobra.Command {
 SIGHUP reloads the --tenants file (docs/OPERATIONS.md): new tenants and
 revoked tokens take effect at once, quota and policy changes apply to new
 submissions, a removed tenant's running jobs are canceled, and a file that
-does not parse changes nothing (the log says what is wrong and where).`,
+does not parse changes nothing (the log says what is wrong and where).
+With --tls-ca, --tls-cert and --tls-key (docs/SECURITY.md, "TLS") it
+serves TLS only and re-reads those files when they change and on SIGHUP.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := logger(cmd, slog.LevelInfo)
@@ -135,7 +137,10 @@ func newTMCmd() *cobra.Command {
 		Short: "Run a TaskManager that offers slots to a JobManager, until SIGINT/SIGTERM",
 		Long: `Run a TaskManager. It prints the addresses it bound on stdout
 ("taskmanager listening on HOST:PORT" and "taskmanager data port on HOST:PORT"),
-then registers with the JobManager (retrying until it answers).`,
+then registers with the JobManager (retrying until it answers). With
+--tls-ca, --tls-cert and --tls-key (docs/SECURITY.md, "TLS") both ports
+serve TLS only, to members of the CA, and the files are re-read when they
+change and on SIGHUP.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := logger(cmd, slog.LevelInfo)

@@ -2,6 +2,7 @@ package jm
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/metricsrv"
 	"github.com/sluicehq/sluice/internal/rpcserver"
+	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/jm/dispatcher"
 	"github.com/sluicehq/sluice/jm/jobmaster"
 	"github.com/sluicehq/sluice/jm/metrics"
@@ -93,6 +95,11 @@ type Config struct {
 	// Auth authenticates calls; nil means rpc.TokenAuth with Tenants and
 	// Secret.
 	Auth rpc.Auth
+	// TLS, when set, makes the Kitex port TLS only and every call to a
+	// TaskManager TLS, with the CA and the certificate it holds (which
+	// must name the advertised host). Clients may present a certificate;
+	// one that the CA did not sign is refused. Nil means plaintext.
+	TLS *tlsconf.Source
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 	// MetricsListenAddr, when set, is where the JobManager serves its
@@ -133,6 +140,9 @@ type Server struct {
 func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Blob == nil {
 		return nil, errors.New("jobmanager: no blob store")
+	}
+	if cfg.TLS != nil && !cfg.TLS.HasCert() {
+		return nil, errors.New("jobmanager: TLS without a certificate: pass --tls-cert and --tls-key with --tls-ca")
 	}
 	if cfg.ModuleSizeLimit <= 0 {
 		cfg.ModuleSizeLimit = dispatcher.DefaultModuleSizeLimit
@@ -182,6 +192,14 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.Auth = rpc.TokenAuth{Tenants: cfg.Tenants, Secret: cfg.Secret}
 	}
 	gwcfg := rpcserver.ClientConfig{MaxFrameSize: cfg.MaxFrameSize, RPCTimeout: cfg.RPCTimeout}
+	var serverTLS *tls.Config
+	if cfg.TLS != nil {
+		gwcfg.TLS = cfg.TLS.ClientConfig
+		// Clients without a certificate call too (tenants prove
+		// themselves by token); a certificate that is presented must be
+		// the CA's.
+		serverTLS = cfg.TLS.ServerConfig(tls.VerifyClientCertIfGiven)
+	}
 	if cfg.Secret != nil {
 		gwcfg.Metadata = map[string]string{rpcserver.MetaPeer: cfg.Secret.RPCProof()}
 	}
@@ -232,6 +250,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Addr:         cfg.ListenAddr,
 		MaxFrameSize: cfg.MaxFrameSize,
 		Logger:       cfg.Logger,
+		TLS:          serverTLS,
 	}, rpc.Services(d, s.rm, cfg.Auth)...)
 	if err != nil {
 		d.Close()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/internal/rpcserver/kitexlog"
+	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/jm"
 	"github.com/sluicehq/sluice/sdk/client"
 	"github.com/sluicehq/sluice/tm"
@@ -51,6 +52,11 @@ type Config struct {
 	MetricsHost string
 	// DisableMetrics turns the TaskManagers' task metrics off.
 	DisableMetrics bool
+	// TLS, when set, runs every connection of the cluster over TLS with
+	// this CA and certificate (which must name 127.0.0.1): the JobManager,
+	// each TaskManager and the data ports use it, and Client verifies the
+	// JobManager with it.
+	TLS *tlsconf.Source
 }
 
 // DefaultSlots is the number of slots per TaskManager when Config.Slots is 0.
@@ -135,6 +141,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		Blob:       c.store,
 		Runtime:    c.rt,
 		Logger:     log.With("component", "jobmanager"),
+		TLS:        cfg.TLS,
 
 		RESTListenAddr: cfg.RESTListenAddr,
 	}
@@ -187,8 +194,12 @@ func (c *Cluster) Dir() string { return c.dir }
 // Runtime is the process's wasm runtime.
 func (c *Cluster) Runtime() *wasmhost.Runtime { return c.rt }
 
-// Client returns a client for the cluster's JobManager.
+// Client returns a client for the cluster's JobManager; with Config.TLS
+// it verifies the JobManager with the cluster's CA.
 func (c *Cluster) Client(opts ...client.Option) (*client.Client, error) {
+	if c.cfg.TLS != nil {
+		opts = append([]client.Option{client.WithTLS(c.cfg.TLS.ClientConfig(""))}, opts...)
+	}
 	return client.New(c.Addr(), opts...)
 }
 
@@ -208,6 +219,7 @@ func (c *Cluster) AddTaskManager(ctx context.Context, slots int) (*tm.TaskManage
 		CacheDir:   c.cacheDir,
 		ResourceID: fmt.Sprintf("local-tm-%d", n),
 		Logger:     c.log.With("component", "taskmanager"),
+		TLS:        c.cfg.TLS,
 
 		DisableMetrics:    c.cfg.DisableMetrics,
 		MetricsListenAddr: metricsAddr(c.cfg.MetricsHost),

@@ -3,6 +3,7 @@ package tm
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/internal/logring"
 	"github.com/sluicehq/sluice/internal/metricsrv"
 	"github.com/sluicehq/sluice/internal/rpcserver"
+	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/tm/exchange"
 	"github.com/sluicehq/sluice/tm/executor"
 	"github.com/sluicehq/sluice/tm/metrics"
@@ -66,6 +68,12 @@ type Config struct {
 	// TaskExecutor calls without it are refused, and the data port checks
 	// its HELLO token. Nil means an open cluster.
 	Secret *auth.Secret
+	// TLS, when set, makes the TaskExecutor port and the data port TLS
+	// only, each requiring a client certificate signed by the CA (only the
+	// JobManager and other TaskManagers call them), and every connection
+	// this TaskManager makes TLS, presenting its certificate. The
+	// certificate must name the advertised host. Nil means plaintext.
+	TLS *tlsconf.Source
 	// Logger receives the TaskManager's logs; nil means slog.Default().
 	Logger *slog.Logger
 	// MetricsListenAddr, when set, is where the TaskManager serves its
@@ -113,6 +121,9 @@ func New(ctx context.Context, cfg Config) (_ *TaskManager, err error) {
 	}
 	if cfg.Slots < 1 {
 		return nil, fmt.Errorf("task manager: %d slots: need at least 1", cfg.Slots)
+	}
+	if cfg.TLS != nil && !cfg.TLS.HasCert() {
+		return nil, errors.New("task manager: TLS without a certificate: pass --tls-cert and --tls-key with --tls-ca")
 	}
 	if cfg.ListenAddr == "" {
 		cfg.ListenAddr = "127.0.0.1:0"
@@ -165,6 +176,12 @@ func New(ctx context.Context, cfg Config) (_ *TaskManager, err error) {
 		return nil, fmt.Errorf("task manager: data port: %w", err)
 	}
 	xcfg.Logger = log
+	var serverTLS *tls.Config
+	if cfg.TLS != nil {
+		serverTLS = cfg.TLS.ServerConfig(tls.RequireAndVerifyClientCert)
+		xcfg.ServerTLS, xcfg.ClientTLS = serverTLS, cfg.TLS.ClientConfig
+		cfg.RPC.TLS = cfg.TLS.ClientConfig
+	}
 	if cfg.Secret != nil {
 		secret := cfg.Secret
 		xcfg.Token = secret.DataToken()
@@ -210,7 +227,7 @@ func New(ctx context.Context, cfg Config) (_ *TaskManager, err error) {
 		}
 		log.Info("serving metrics", "addr", t.metrics.Addr())
 	}
-	if t.srv, err = rpcserver.Start(ctx, rpcserver.Config{Addr: cfg.ListenAddr, Logger: log}, rpc.RegisterTaskExecutor(t.ex, cfg.Secret)); err != nil {
+	if t.srv, err = rpcserver.Start(ctx, rpcserver.Config{Addr: cfg.ListenAddr, Logger: log, TLS: serverTLS}, rpc.RegisterTaskExecutor(t.ex, cfg.Secret)); err != nil {
 		return nil, fmt.Errorf("task manager: %w", err)
 	}
 	rm, err := rpc.NewResourceManager(cfg.JMAddress, cfg.RPC)

@@ -67,7 +67,15 @@ func dial(cmd *cobra.Command, addr string) (*client.Client, error) {
 	if tok == "" {
 		tok = os.Getenv(envToken)
 	}
-	return client.New(addr, client.WithToken(tok))
+	opts := []client.Option{client.WithToken(tok)}
+	tlsOpt, err := clientTLS(cmd)
+	if err != nil {
+		return nil, err
+	}
+	if tlsOpt != nil {
+		opts = append(opts, tlsOpt)
+	}
+	return client.New(addr, opts...)
 }
 
 // signalContext is canceled on SIGINT or SIGTERM.

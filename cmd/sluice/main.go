@@ -10,8 +10,12 @@ import (
 )
 
 func main() {
-	if err := newRootCmd().Execute(); err != nil {
+	root := newRootCmd()
+	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "sluice:", err)
+		if hint := plaintextHint(root, os.Args[1:], err); hint != "" {
+			fmt.Fprintln(os.Stderr, hint)
+		}
 		os.Exit(exitCode(err))
 	}
 }
@@ -24,6 +28,7 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().String("log-level", "", "log level on stderr: debug, info, warn, error (default: info for servers, warn for client commands)")
+	tlsFlags(root)
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		// Kitex's logs go to the command's stderr logger (servers replace
 		// it with their own when they build it), at warn unless asked.

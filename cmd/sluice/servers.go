@@ -35,7 +35,9 @@ func newJMCmd() *cobra.Command {
 SIGHUP reloads the --tenants file (docs/OPERATIONS.md): new tenants and
 revoked tokens take effect at once, quota and policy changes apply to new
 submissions, a removed tenant's running jobs are canceled, and a file that
-does not parse changes nothing (the log says what is wrong and where).`,
+does not parse changes nothing (the log says what is wrong and where).
+With --tls-ca, --tls-cert and --tls-key (docs/SECURITY.md, "TLS") it
+serves TLS only and re-reads those files when they change and on SIGHUP.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := logger(cmd, slog.LevelInfo)
@@ -59,7 +61,12 @@ does not parse changes nothing (the log says what is wrong and where).`,
 			if err != nil {
 				return usageErr(err)
 			}
+			tlsSrc, err := serverTLS(ctx, cmd, log)
+			if err != nil {
+				return err
+			}
 			srv, err := jm.New(ctx, jm.Config{
+				TLS:                tlsSrc,
 				Tenants:            tenants,
 				Secret:             secret,
 				ListenAddr:         listen,
@@ -96,6 +103,9 @@ does not parse changes nothing (the log says what is wrong and where).`,
 				if secret == nil {
 					fmt.Fprintf(cmd.ErrOrStderr(), "WARNING: no cluster secret (--secret-file or %s): any process that reaches %s can join as a TaskManager\n", envSecret, srv.Addr())
 				}
+				if tlsSrc == nil {
+					warnPlaintext(cmd.ErrOrStderr(), "this JobManager", srv.Addr())
+				}
 			}
 			<-ctx.Done()
 			waitReload()
@@ -127,7 +137,10 @@ func newTMCmd() *cobra.Command {
 		Short: "Run a TaskManager that offers slots to a JobManager, until SIGINT/SIGTERM",
 		Long: `Run a TaskManager. It prints the addresses it bound on stdout
 ("taskmanager listening on HOST:PORT" and "taskmanager data port on HOST:PORT"),
-then registers with the JobManager (retrying until it answers).`,
+then registers with the JobManager (retrying until it answers). With
+--tls-ca, --tls-cert and --tls-key (docs/SECURITY.md, "TLS") both ports
+serve TLS only, to members of the CA, and the files are re-read when they
+change and on SIGHUP.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := logger(cmd, slog.LevelInfo)
@@ -154,7 +167,12 @@ then registers with the JobManager (retrying until it answers).`,
 			if err != nil {
 				return usageErr(err)
 			}
+			tlsSrc, err := serverTLS(ctx, cmd, log)
+			if err != nil {
+				return err
+			}
 			t, err := tm.New(ctx, tm.Config{
+				TLS:           tlsSrc,
 				Secret:        secret,
 				JMAddress:     jmAddr,
 				ListenAddr:    listen,
@@ -173,6 +191,10 @@ then registers with the JobManager (retrying until it answers).`,
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "taskmanager listening on %s\n", t.Addr())
 			fmt.Fprintf(cmd.OutOrStdout(), "taskmanager data port on %s\n", t.DataAddr())
+			if tlsSrc == nil {
+				warnPlaintext(cmd.ErrOrStderr(), "this TaskManager", t.Addr())
+				warnPlaintext(cmd.ErrOrStderr(), "this TaskManager's data port", t.DataAddr())
+			}
 			if a := t.MetricsAddr(); a != "" {
 				fmt.Fprintf(cmd.OutOrStdout(), "taskmanager metrics on http://%s/metrics\n", a)
 			}
@@ -229,7 +251,11 @@ commands at it with --jm or SLUICE_JM.`,
 			} else {
 				cacheDir = filepath.Join(dir, "cache")
 			}
-			c, err := local.Start(ctx, local.Config{TaskManagers: tms, Slots: slots, Dir: dir, BlobURL: blobURL, CacheDir: cacheDir, Logger: log,
+			tlsSrc, err := serverTLS(ctx, cmd, log)
+			if err != nil {
+				return err
+			}
+			c, err := local.Start(ctx, local.Config{TLS: tlsSrc, TaskManagers: tms, Slots: slots, Dir: dir, BlobURL: blobURL, CacheDir: cacheDir, Logger: log,
 				RESTListenAddr: restListen, MetricsHost: metricsHost, DisableMetrics: noTaskMetrics})
 			if err != nil {
 				return err

@@ -8,6 +8,10 @@
 // (jm/rpc, tm/rpc, sdk/client) and process wiring import it; it must not
 // import jm, tm or wasmhost.
 //
+// With Config.TLS and ClientConfig.TLS both sides speak TLS (tls.go); Kitex
+// then runs on its Go-net transport instead of netpoll, which cannot carry
+// TLS, and the server closes its own listener and connections on Close.
+//
 //	srv, err := rpcserver.Start(ctx, rpcserver.Config{Addr: "127.0.0.1:0"},
 //		func(s server.Server) error { return resourcemanager.RegisterService(s, rmHandler) },
 //		func(s server.Server) error { return dispatcher.RegisterService(s, dispHandler) },

@@ -2,6 +2,7 @@ package rpcserver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -56,6 +57,10 @@ type Config struct {
 	ExitWaitTime time.Duration
 	// Logger receives panics and errors; nil means slog.Default().
 	Logger *slog.Logger
+	// TLS, when set, makes the server speak TLS only: a plaintext client
+	// fails its handshake. Build it with tlsconf.Source.ServerConfig, which
+	// picks up reloaded certificates per handshake.
+	TLS *tls.Config
 	// Options are extra Kitex server options, applied last.
 	Options []server.Option
 }
@@ -66,13 +71,15 @@ type Registration func(server.Server) error
 
 // Server is a running Kitex server. Close stops it.
 type Server struct {
-	ksvr    server.Server
-	addr    string
-	exit    chan error
-	done    chan struct{}
-	runErr  error
-	ready   *readiness
-	closeMu sync.Once
+	ksvr     server.Server
+	addr     string
+	exit     chan error
+	done     chan struct{}
+	runErr   error
+	ready    *readiness
+	closeMu  sync.Once
+	tls      *connTracker // nil without TLS
+	exitWait time.Duration
 }
 
 // Start listens on cfg.Addr, registers every service and serves them until
@@ -105,13 +112,13 @@ func Start(ctx context.Context, cfg Config, regs ...Registration) (*Server, erro
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
 	s := &Server{
-		addr:  ln.Addr().String(),
-		exit:  make(chan error, 1),
-		done:  make(chan struct{}),
-		ready: &readiness{ch: make(chan struct{})},
+		addr:     ln.Addr().String(),
+		exit:     make(chan error, 1),
+		done:     make(chan struct{}),
+		ready:    &readiness{ch: make(chan struct{})},
+		exitWait: cfg.ExitWaitTime,
 	}
 	opts := []server.Option{
-		server.WithListener(ln),
 		server.WithCodec(codec.NewDefaultCodecWithSizeLimit(cfg.MaxFrameSize)),
 		server.WithPayloadCodec(newBoundedCodec(true)),
 		server.WithReadWriteTimeout(cfg.ReadWriteTimeout),
@@ -124,6 +131,13 @@ func Start(ctx context.Context, cfg Config, regs ...Registration) (*Server, erro
 		// Clients speak TTHeader so calls carry metadata (MetaToken,
 		// MetaPeer); the server reads it into the handler's context.
 		server.WithMetaHandler(transmeta.ServerTTHeaderHandler),
+	}
+	if cfg.TLS != nil {
+		tlsOpts, tr := tlsServerOptions(ln, cfg.TLS)
+		opts = append(opts, tlsOpts...)
+		s.tls = tr
+	} else {
+		opts = append(opts, server.WithListener(ln))
 	}
 	opts = append(opts, cfg.Options...)
 	s.ksvr = server.NewServer(opts...)
@@ -219,7 +233,14 @@ func (s *Server) Addr() string { return s.addr }
 // time) and returns when the server has stopped. It is safe to call more
 // than once.
 func (s *Server) Close() error {
-	s.closeMu.Do(func() { close(s.exit) })
+	s.closeMu.Do(func() {
+		close(s.exit)
+		if s.tls != nil {
+			s.tls.shutdown(s.exitWait)
+			defer close(s.tls.release)
+		}
+		<-s.done
+	})
 	<-s.done
 	// Run returns the nil a closed exit channel yields on a clean stop.
 	return s.runErr
@@ -281,6 +302,12 @@ type ClientConfig struct {
 	// Metadata is sent in the TTHeader of every call (MetaToken, MetaPeer);
 	// the server reads it with Incoming.
 	Metadata map[string]string
+	// TLS, when set, makes every connection TLS: it returns the tls.Config
+	// of one connection to a server that must prove serverName (the host
+	// of the address dialled), as tlsconf.Source.ClientConfig does. It is
+	// called per connection, so reloaded files take effect on the next.
+	// Nil means plaintext.
+	TLS func(serverName string) *tls.Config
 }
 
 // ClientOptions returns the Kitex client options for calling the server at
@@ -325,7 +352,7 @@ func (cfg ClientConfig) withDefaults() ClientConfig {
 }
 
 func baseClientOptions(addr string, cfg ClientConfig) []client.Option {
-	return []client.Option{
+	opts := []client.Option{
 		client.WithHostPorts(addr),
 		client.WithCodec(codec.NewDefaultCodecWithSizeLimit(cfg.MaxFrameSize)),
 		client.WithPayloadCodec(newBoundedCodec(false)),
@@ -334,6 +361,10 @@ func baseClientOptions(addr string, cfg ClientConfig) []client.Option {
 		client.WithMetaHandler(transmeta.ClientTTHeaderHandler),
 		client.WithMiddleware(withMetadata(maps.Clone(cfg.Metadata))),
 	}
+	if cfg.TLS != nil {
+		opts = append(opts, tlsClientOptions(cfg.TLS)...)
+	}
+	return opts
 }
 
 // readTimeout sets the call's RPC timeout (d, or the Detach'ed deadline

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"time"
@@ -32,6 +33,7 @@ type Client struct {
 	uploadTimeout time.Duration
 	pollInterval  time.Duration
 	token         string
+	tls           func(serverName string) *tls.Config // nil: plaintext
 }
 
 // Option configures a Client.
@@ -52,6 +54,29 @@ func WithPollInterval(d time.Duration) Option { return func(c *Client) { c.pollI
 // one (ErrUnauthenticated); an open one ignores it.
 func WithToken(token string) Option { return func(c *Client) { c.token = token } }
 
+// WithTLS makes every connection TLS with cfg: the JobManager must present
+// a certificate that cfg.RootCAs (the system's, if nil) trusts, for
+// cfg.ServerName or, when that is empty, the host of the address dialled.
+// Put a certificate in cfg (Certificates or GetClientCertificate) for a
+// JobManager that asks for one. Without this option the client speaks
+// plaintext, which a JobManager with TLS refuses.
+func WithTLS(cfg *tls.Config) Option {
+	return func(c *Client) {
+		if cfg == nil {
+			c.tls = nil
+			return
+		}
+		cfg := cfg.Clone()
+		c.tls = func(serverName string) *tls.Config {
+			out := cfg.Clone()
+			if out.ServerName == "" {
+				out.ServerName = serverName
+			}
+			return out
+		}
+	}
+}
+
 // New returns a client for the JobManager at addr (host:port). It does not
 // connect until the first call.
 func New(addr string, opts ...Option) (*Client, error) {
@@ -67,7 +92,7 @@ func New(addr string, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o(c)
 	}
-	cc := rpcserver.ClientConfig{RPCTimeout: c.timeout}
+	cc := rpcserver.ClientConfig{RPCTimeout: c.timeout, TLS: c.tls}
 	if c.token != "" {
 		cc.Metadata = map[string]string{rpcserver.MetaToken: c.token}
 	}

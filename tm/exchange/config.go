@@ -1,6 +1,7 @@
 package exchange
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"time"
@@ -39,6 +40,15 @@ type Config struct {
 	// Authenticate, when set, checks the token of every incoming HELLO; an
 	// error rejects the connection (the dialer gets it as an ERROR frame).
 	Authenticate func(token []byte) error
+	// ServerTLS, when set, makes the data port accept TLS only, with this
+	// configuration (tlsconf.Source.ServerConfig with
+	// tls.RequireAndVerifyClientCert: only members dial it).
+	ServerTLS *tls.Config
+	// ClientTLS, when set, makes every connection this Manager dials TLS:
+	// it returns the configuration of one connection to a data port that
+	// must prove serverName, the host of its address
+	// (tlsconf.Source.ClientConfig). Nil means plaintext.
+	ClientTLS func(serverName string) *tls.Config
 	// Logger receives connection errors; default slog.Default().
 	Logger *slog.Logger
 }

@@ -148,8 +148,7 @@ func (c *conn) writeLoop() {
 				bufs = append(bufs, f.payload)
 			}
 		}
-		w := bufs
-		_, err := w.WriteTo(c.nc)
+		err := writeBuffers(c.nc, bufs)
 		clear(bufs)
 		c.recycle(batch)
 		clear(batch)

@@ -2,6 +2,7 @@ package exchange
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/tlsconf"
 )
 
 // Errors of the exchange. Each is wrapped with context; check them with
@@ -104,6 +107,9 @@ func NewManager(ctx context.Context, cfg Config) (*Manager, error) {
 	ln, err := lc.Listen(ctx, "tcp", cfg.ListenAddr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on data address %s: %w", cfg.ListenAddr, err)
+	}
+	if cfg.ServerTLS != nil {
+		ln = &tlsListener{Listener: ln, config: cfg.ServerTLS}
 	}
 	addr := cfg.AdvertiseAddr
 	if addr == "" {
@@ -271,6 +277,11 @@ func (m *Manager) serveInbound(nc net.Conn) {
 
 func (m *Manager) acceptHandshake(nc net.Conn) (*conn, error) {
 	nc.SetDeadline(time.Now().Add(m.cfg.HandshakeTimeout))
+	if tc, ok := nc.(*tlsConn); ok {
+		if err := tc.HandshakeContext(m.ctx); err != nil {
+			return nil, fmt.Errorf("tls handshake: %w", err)
+		}
+	}
 	var hb [headerSize]byte
 	reject := func(err error) (*conn, error) {
 		nc.Write(appendFrame(nil, frameError, 0, textPayload(err.Error())))
@@ -376,6 +387,11 @@ func (m *Manager) dial(ctx context.Context, addr string) (*conn, error) {
 	for {
 		nc, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil {
+			if m.cfg.ClientTLS != nil {
+				nc = newTLSConn(nc, func(raw net.Conn) *tls.Conn {
+					return tls.Client(raw, m.cfg.ClientTLS(tlsconf.ServerName(addr)))
+				})
+			}
 			c, err := m.dialHandshake(ctx, nc)
 			if err != nil {
 				nc.Close()
@@ -405,6 +421,13 @@ func (m *Manager) dialHandshake(ctx context.Context, nc net.Conn) (*conn, error)
 	nc.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
+	if tc, ok := nc.(*tlsConn); ok {
+		// Apart, so a refused certificate reads as such, not as a failed
+		// HELLO.
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return nil, fmt.Errorf("%w: tls: %v", ErrHandshake, err)
+		}
+	}
 	hl := hello{version: protocolVersion, token: m.cfg.Token}
 	if _, err := nc.Write(appendFrame(nil, frameHello, 0, hl.payload())); err != nil {
 		return nil, fmt.Errorf("write HELLO: %w", err)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -276,6 +277,9 @@ type Config struct {
 	Env []string
 	// Token is the token Client uses (the one in Env's SLUICE_TOKEN).
 	Token string
+	// TLS, when set, is what Client verifies the JobManager with (the
+	// processes get their TLS files through JMArgs and Env).
+	TLS *tls.Config
 }
 
 // Cluster is a JobManager and TaskManagers as separate processes sharing
@@ -293,6 +297,7 @@ type Cluster struct {
 
 	t      testing.TB
 	token  string
+	tls    *tls.Config
 	jmArgs []string // the JobManager's full command line
 	jmEnv  []string // its environment: the blob store's credentials
 	extra  []string // Config.Env
@@ -316,7 +321,7 @@ func Start(t testing.TB, jmArgs []string, slots ...int) *Cluster {
 func StartConfig(t testing.TB, cfg Config) *Cluster {
 	t.Helper()
 	url, env := BlobURL(t)
-	c := &Cluster{t: t, BlobURL: url, token: cfg.Token, jmEnv: env, extra: cfg.Env,
+	c := &Cluster{t: t, BlobURL: url, token: cfg.Token, tls: cfg.TLS, jmEnv: env, extra: cfg.Env,
 		jmArgs: append([]string{"jm", "--listen", "127.0.0.1:0", "--blob", url}, cfg.JMArgs...)}
 	c.startJobManager("jm")
 	total := 0
@@ -364,6 +369,9 @@ func (c *Cluster) Client() *client.Client {
 		var opts []client.Option
 		if c.token != "" {
 			opts = append(opts, client.WithToken(c.token))
+		}
+		if c.tls != nil {
+			opts = append(opts, client.WithTLS(c.tls))
 		}
 		cl, err := client.New(c.JM.Addr, opts...)
 		if err != nil {

@@ -24,6 +24,7 @@ func newJMCmd() *cobra.Command {
 	var listen, restListen, blobURL, advertise, tenantsFile, secretFile, metricsListen string
 	var hbInterval, hbTimeout, slotTimeout, restartDelay time.Duration
 	var restartAttempts int
+	var hao haOptions
 	cmd := &cobra.Command{
 		Use:   "jm",
 		Short: "Run a JobManager (Dispatcher, ResourceManager, JobMasters) until SIGINT/SIGTERM",
@@ -59,7 +60,7 @@ does not parse changes nothing (the log says what is wrong and where).`,
 			if err != nil {
 				return usageErr(err)
 			}
-			srv, err := jm.New(ctx, jm.Config{
+			cfg := jm.Config{
 				Tenants:            tenants,
 				Secret:             secret,
 				ListenAddr:         listen,
@@ -72,7 +73,11 @@ does not parse changes nothing (the log says what is wrong and where).`,
 				Restart:            jobmaster.RestartStrategy{Attempts: restartAttempts, Delay: restartDelay},
 				Logger:             log,
 				MetricsListenAddr:  metricsListen,
-			})
+			}
+			if hao.url != "" {
+				return runHAJobManager(ctx, cmd, cfg, hao)
+			}
+			srv, err := jm.New(ctx, cfg)
 			if err != nil {
 				return err
 			}
@@ -115,6 +120,7 @@ does not parse changes nothing (the log says what is wrong and where).`,
 	metricsFlag(cmd, &metricsListen)
 	cmd.Flags().StringVar(&tenantsFile, "tenants", "", "tenants file (JSON, see docs/SECURITY.md), reloaded on SIGHUP; without it every client is tenant \"default\" and needs no token")
 	secretFlag(cmd, &secretFile)
+	haFlags(cmd, &hao, true)
 	return cmd
 }
 
@@ -122,6 +128,7 @@ func newTMCmd() *cobra.Command {
 	var jmAddr, listen, dataListen, blobURL, advertise, cacheDir, secretFile, metricsListen string
 	var slots int
 	var noTaskMetrics bool
+	var hao haOptions
 	cmd := &cobra.Command{
 		Use:   "tm",
 		Short: "Run a TaskManager that offers slots to a JobManager, until SIGINT/SIGTERM",
@@ -134,8 +141,8 @@ then registers with the JobManager (retrying until it answers).`,
 			if err != nil {
 				return err
 			}
-			if jmAddr == "" {
-				return usageErr(errors.New("no JobManager address: pass --jm HOST:PORT or set " + envJM))
+			if jmAddr == "" && hao.url == "" {
+				return usageErr(errors.New("no JobManager address: pass --jm HOST:PORT (or --ha etcd://HOST:PORT) or set " + envJM))
 			}
 			if slots < 1 {
 				return usageErr(fmt.Errorf("--slots %d: need at least 1", slots))
@@ -154,9 +161,15 @@ then registers with the JobManager (retrying until it answers).`,
 			if err != nil {
 				return usageErr(err)
 			}
+			resolver, route, closeHA, err := tmLeader(ctx, log, hao, jmAddr)
+			if err != nil {
+				return err
+			}
+			defer closeHA()
 			t, err := tm.New(ctx, tm.Config{
+				JMResolver:    resolver,
 				Secret:        secret,
-				JMAddress:     jmAddr,
+				JMAddress:     route,
 				ListenAddr:    listen,
 				DataAddr:      dataListen,
 				AdvertiseHost: advertise,
@@ -191,6 +204,7 @@ then registers with the JobManager (retrying until it answers).`,
 	metricsFlag(cmd, &metricsListen)
 	noTaskMetricsFlag(cmd, &noTaskMetrics)
 	secretFlag(cmd, &secretFile)
+	haFlags(cmd, &hao, false)
 	return cmd
 }
 

@@ -187,6 +187,7 @@ func TestE2EHADeposedLeader(t *testing.T) {
 		}
 		return nil
 	})
+	t.Logf("the TaskManagers refused %d calls of the deposed leader after it resumed", refused()-before)
 	after := paused.Stderr()[logBefore:]
 	if strings.Contains(after, `msg="checkpoint completed"`) {
 		t.Errorf("the deposed leader completed a checkpoint after it resumed:\n%s", after)

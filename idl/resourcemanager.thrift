@@ -23,6 +23,9 @@ struct RegisterTaskManagerResponse {
     1: string registration_id,
     2: i64 heartbeat_interval_ms,
     3: i64 heartbeat_timeout_ms,
+    // The JobManager's leader session (its fencing token's part): with HA
+    // a TaskManager refuses calls of older sessions once it has seen it.
+    4: optional string leader_session,
 }
 
 struct HeartbeatRequest {

@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/internal/rpcserver"
 	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/jm/dispatcher"
+	"github.com/sluicehq/sluice/jm/ha"
 	"github.com/sluicehq/sluice/jm/jobmaster"
 	"github.com/sluicehq/sluice/jm/metrics"
 	"github.com/sluicehq/sluice/jm/resourcemanager"
@@ -106,6 +107,11 @@ type Config struct {
 	// Prometheus metrics at /metrics (port 0 picks one; see MetricsAddr).
 	// Empty means no metrics endpoint.
 	MetricsListenAddr string
+	// Leadership, when set, is this JobManager's term as the HA leader
+	// (see RunHA): its session goes into every fencing token and to every
+	// TaskManager that registers, jobs are recorded in its job store, and
+	// New recovers the jobs the store holds once it serves.
+	Leadership ha.Leadership
 }
 
 // Server is a running JobManager: the Dispatcher, ResourceManager and every
@@ -205,7 +211,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	gw := rpc.NewTaskExecutors(gwcfg)
 	s.gw = gw
+	var session string
+	var store ha.JobStore
+	if cfg.Leadership != nil {
+		session, store = cfg.Leadership.Session(), cfg.Leadership
+	}
 	s.rm = resourcemanager.New(resourcemanager.Config{
+		LeaderSession:      session,
 		HeartbeatInterval:  cfg.HeartbeatInterval,
 		HeartbeatTimeout:   cfg.HeartbeatTimeout,
 		SlotRequestTimeout: cfg.SlotRequestTimeout,
@@ -235,6 +247,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		RPCTimeout:          cfg.RPCTimeout,
 		Quotas:              quotasOf(cfg.Tenants),
 		Policy:              policyOf(cfg.Tenants),
+		LeaderSession:       session,
+		Store:               store,
 		JobStarted: func(m control.ModuleRef) {
 			s.goWarm(nil, func() []control.ModuleRef { return []control.ModuleRef{m} })
 		},
@@ -304,6 +318,18 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	adv := advertised(cfg.AdvertiseAddr, srv.Addr())
 	s.advertise.Store(adv)
 	s.log.Info("jobmanager serving", "addr", srv.Addr(), "advertise", adv)
+	if l := cfg.Leadership; l != nil {
+		// Published once it serves, so whoever finds it can reach it; the
+		// jobs are recovered then, as TaskManagers register.
+		err := l.Proclaim(ctx, adv)
+		if err == nil {
+			err = d.Recover(ctx)
+		}
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("jobmanager: take over as leader: %w", err)
+		}
+	}
 	return s, nil
 }
 

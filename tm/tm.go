@@ -33,6 +33,11 @@ import (
 type Config struct {
 	// JMAddress is the JobManager's Kitex address (host:port).
 	JMAddress string
+	// JMResolver, when set, finds the leader JobManager's address (an HA
+	// cluster): the TaskManager registers with whichever leads and
+	// re-registers when the leader changes. JMAddress is then only the
+	// route used to pick the advertised host, and may be empty.
+	JMResolver func(context.Context) (string, error)
 	// ListenAddr is where the TaskExecutor Kitex service listens; port 0
 	// picks a free port. Empty means "127.0.0.1:0".
 	ListenAddr string
@@ -113,7 +118,7 @@ type TaskManager struct {
 // A bad configuration (no JMAddress, no Blob, Slots < 1) or a port that
 // cannot be bound; nothing is left running then.
 func New(ctx context.Context, cfg Config) (_ *TaskManager, err error) {
-	if cfg.JMAddress == "" {
+	if cfg.JMAddress == "" && cfg.JMResolver == nil {
 		return nil, errors.New("task manager: no job manager address: set --jm or SLUICE_JM")
 	}
 	if cfg.Blob == nil {
@@ -230,8 +235,10 @@ func New(ctx context.Context, cfg Config) (_ *TaskManager, err error) {
 	if t.srv, err = rpcserver.Start(ctx, rpcserver.Config{Addr: cfg.ListenAddr, Logger: log, TLS: serverTLS}, rpc.RegisterTaskExecutor(t.ex, cfg.Secret)); err != nil {
 		return nil, fmt.Errorf("task manager: %w", err)
 	}
-	rm, err := rpc.NewResourceManager(cfg.JMAddress, cfg.RPC)
-	if err != nil {
+	var rm executor.ResourceManager
+	if cfg.JMResolver != nil {
+		rm = rpc.NewFollowingResourceManager(cfg.JMResolver, cfg.RPC)
+	} else if rm, err = rpc.NewResourceManager(cfg.JMAddress, cfg.RPC); err != nil {
 		return nil, fmt.Errorf("task manager: %w", err)
 	}
 

@@ -49,7 +49,7 @@ func logger(cmd *cobra.Command, def slog.Level) (*slog.Logger, error) {
 
 // jmFlag adds --jm with SLUICE_JM as its default.
 func jmFlag(cmd *cobra.Command, addr *string) {
-	cmd.Flags().StringVar(addr, "jm", os.Getenv(envJM), "JobManager address host:port (default $"+envJM+")")
+	cmd.Flags().StringVar(addr, "jm", os.Getenv(envJM), "JobManager address host:port, a list host:port,host:port of an HA cluster's JobManagers, or its etcd://HOST:PORT[/CLUSTER] (default $"+envJM+")")
 }
 
 // tokenFlag adds --token to a client command.
@@ -66,6 +66,10 @@ func dial(cmd *cobra.Command, addr string) (*client.Client, error) {
 	tok, _ := cmd.Flags().GetString("token")
 	if tok == "" {
 		tok = os.Getenv(envToken)
+	}
+	addr, err := resolveJM(cmd.Context(), addr)
+	if err != nil {
+		return nil, err
 	}
 	opts := []client.Option{client.WithToken(tok)}
 	tlsOpt, err := clientTLS(cmd)

@@ -24,6 +24,7 @@ func newJMCmd() *cobra.Command {
 	var listen, restListen, blobURL, advertise, tenantsFile, secretFile, metricsListen string
 	var hbInterval, hbTimeout, slotTimeout, restartDelay time.Duration
 	var restartAttempts int
+	var hao haOptions
 	cmd := &cobra.Command{
 		Use:   "jm",
 		Short: "Run a JobManager (Dispatcher, ResourceManager, JobMasters) until SIGINT/SIGTERM",
@@ -65,7 +66,7 @@ serves TLS only and re-reads those files when they change and on SIGHUP.`,
 			if err != nil {
 				return err
 			}
-			srv, err := jm.New(ctx, jm.Config{
+			cfg := jm.Config{
 				TLS:                tlsSrc,
 				Tenants:            tenants,
 				Secret:             secret,
@@ -79,7 +80,11 @@ serves TLS only and re-reads those files when they change and on SIGHUP.`,
 				Restart:            jobmaster.RestartStrategy{Attempts: restartAttempts, Delay: restartDelay},
 				Logger:             log,
 				MetricsListenAddr:  metricsListen,
-			})
+			}
+			if hao.url != "" {
+				return runHAJobManager(ctx, cmd, cfg, hao)
+			}
+			srv, err := jm.New(ctx, cfg)
 			if err != nil {
 				return err
 			}
@@ -125,6 +130,7 @@ serves TLS only and re-reads those files when they change and on SIGHUP.`,
 	metricsFlag(cmd, &metricsListen)
 	cmd.Flags().StringVar(&tenantsFile, "tenants", "", "tenants file (JSON, see docs/SECURITY.md), reloaded on SIGHUP; without it every client is tenant \"default\" and needs no token")
 	secretFlag(cmd, &secretFile)
+	haFlags(cmd, &hao, true)
 	return cmd
 }
 
@@ -132,6 +138,7 @@ func newTMCmd() *cobra.Command {
 	var jmAddr, listen, dataListen, blobURL, advertise, cacheDir, secretFile, metricsListen string
 	var slots int
 	var noTaskMetrics bool
+	var hao haOptions
 	cmd := &cobra.Command{
 		Use:   "tm",
 		Short: "Run a TaskManager that offers slots to a JobManager, until SIGINT/SIGTERM",
@@ -147,8 +154,8 @@ change and on SIGHUP.`,
 			if err != nil {
 				return err
 			}
-			if jmAddr == "" {
-				return usageErr(errors.New("no JobManager address: pass --jm HOST:PORT or set " + envJM))
+			if jmAddr == "" && hao.url == "" {
+				return usageErr(errors.New("no JobManager address: pass --jm HOST:PORT (or --ha etcd://HOST:PORT) or set " + envJM))
 			}
 			if slots < 1 {
 				return usageErr(fmt.Errorf("--slots %d: need at least 1", slots))
@@ -171,10 +178,16 @@ change and on SIGHUP.`,
 			if err != nil {
 				return err
 			}
+			resolver, route, closeHA, err := tmLeader(ctx, log, hao, jmAddr)
+			if err != nil {
+				return err
+			}
+			defer closeHA()
 			t, err := tm.New(ctx, tm.Config{
 				TLS:           tlsSrc,
+				JMResolver:    resolver,
 				Secret:        secret,
-				JMAddress:     jmAddr,
+				JMAddress:     route,
 				ListenAddr:    listen,
 				DataAddr:      dataListen,
 				AdvertiseHost: advertise,
@@ -213,6 +226,7 @@ change and on SIGHUP.`,
 	metricsFlag(cmd, &metricsListen)
 	noTaskMetricsFlag(cmd, &noTaskMetrics)
 	secretFlag(cmd, &secretFile)
+	haFlags(cmd, &hao, false)
 	return cmd
 }
 

@@ -92,6 +92,13 @@ func check(ctx context.Context, runPattern, pkgs string, lint bool) error {
 	defer srv.stop()
 	fmt.Fprintf(os.Stderr, "check: MinIO %s serving on %s (data %s)\n", minioVersion, srv.endpoint, srv.dir)
 
+	step("etcd")
+	etcdBin, err := ensureEtcd(ctx)
+	if err != nil {
+		return fmt.Errorf("build etcd: %w", err)
+	}
+	required = append(required, "SLUICE_ETCD_BIN="+etcdBin)
+
 	step("go test -race")
 	args := []string{"test", "-race", "-count=1", "-timeout=30m", "-v"}
 	if runPattern != "" {

@@ -1,6 +1,9 @@
 package control
 
 import (
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/checkpoint"
@@ -154,4 +157,21 @@ type SplitRequest struct {
 type ModuleRef struct {
 	Tenant string
 	Digest string // "sha256-<hex>"
+}
+
+// HASession is the leader session of a JobManager elected at election
+// revision rev: the revisions etcd gives successive leaders only grow, so
+// sessions of this form order, and a TaskManager refuses the calls of a
+// session older than the newest it has seen (a deposed leader).
+func HASession(rev int64) string { return fmt.Sprintf("ha-%020d", rev) }
+
+// SessionEpoch returns the election revision of an HA session; ok is false
+// for a session of a JobManager without HA (random, unordered).
+func SessionEpoch(s string) (rev int64, ok bool) {
+	n, found := strings.CutPrefix(s, "ha-")
+	if !found || len(n) != 20 {
+		return 0, false
+	}
+	rev, err := strconv.ParseInt(n, 10, 64)
+	return rev, err == nil && rev > 0
 }

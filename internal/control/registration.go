@@ -25,6 +25,9 @@ type Registered struct {
 	RegistrationID    string
 	HeartbeatInterval time.Duration
 	HeartbeatTimeout  time.Duration
+	// LeaderSession is the JobManager's leader session: an HA session
+	// (HASession) fences off the older leaders' calls.
+	LeaderSession string
 }
 
 // Heartbeat is a TaskManager's periodic report to the ResourceManager.

@@ -39,6 +39,7 @@ func RegisteredToWire(r control.Registered) *resourcemanager.RegisterTaskManager
 		RegistrationId:      r.RegistrationID,
 		HeartbeatIntervalMs: r.HeartbeatInterval.Milliseconds(),
 		HeartbeatTimeoutMs:  r.HeartbeatTimeout.Milliseconds(),
+		LeaderSession:       optString(r.LeaderSession),
 	}
 }
 
@@ -49,6 +50,7 @@ func RegisteredFromWire(w *resourcemanager.RegisterTaskManagerResponse) control.
 		RegistrationID:    w.GetRegistrationId(),
 		HeartbeatInterval: time.Duration(w.GetHeartbeatIntervalMs()) * time.Millisecond,
 		HeartbeatTimeout:  time.Duration(w.GetHeartbeatTimeoutMs()) * time.Millisecond,
+		LeaderSession:     w.GetLeaderSession(),
 	}
 }
 
@@ -91,4 +93,12 @@ func slotsFromWire(ss []*resourcemanager.SlotStatus) []control.SlotStatus {
 		}
 	}
 	return out
+}
+
+// optString is s as an optional Thrift string: nil when empty.
+func optString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

@@ -14,7 +14,7 @@ func TestRegistrationRoundTrip(t *testing.T) {
 	if got := RegistrationFromWire(RegistrationToWire(r)); !reflect.DeepEqual(got, r) {
 		t.Errorf("registration: %+v", got)
 	}
-	ok := control.Registered{RegistrationID: "r1", HeartbeatInterval: time.Second, HeartbeatTimeout: 10 * time.Second}
+	ok := control.Registered{LeaderSession: control.HASession(7), RegistrationID: "r1", HeartbeatInterval: time.Second, HeartbeatTimeout: 10 * time.Second}
 	if got := RegisteredFromWire(RegisteredToWire(ok)); got != ok {
 		t.Errorf("registered: %+v", got)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/internal/jobconfig"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/rpcerr"
+	"github.com/sluicehq/sluice/jm/ha"
 	"github.com/sluicehq/sluice/jm/jobmaster"
 	"github.com/sluicehq/sluice/jm/resourcemanager"
 )
@@ -81,6 +82,11 @@ type Config struct {
 	// LeaderSession goes into every fencing token; New picks a random one
 	// when empty.
 	LeaderSession string
+	// Store, when set, is the HA job store of this leader's term: every
+	// job is recorded there before it starts, with its latest completed
+	// checkpoint and its outcome, so a new leader recovers it (Recover).
+	// Nil means no HA.
+	Store ha.JobStore
 
 	ModuleSizeLimit     int64
 	DefaultParallelism  int
@@ -146,10 +152,13 @@ type Dispatcher struct {
 	cfg Config
 	log *slog.Logger
 
-	mu     sync.Mutex
-	jobs   map[string]*jobmaster.JobMaster
-	need   map[string]int        // slots each job needs, for the tenant slot quota
-	subs   map[string]Submission // what each job was submitted as, for Rescale
+	mu   sync.Mutex
+	jobs map[string]*jobmaster.JobMaster
+	need map[string]int        // slots each job needs, for the tenant slot quota
+	subs map[string]Submission // what each job was submitted as, for Rescale
+	// ended are the jobs that ended under an earlier leader, from the
+	// store: their outcome stays queryable after a failover.
+	ended  map[string]ha.Job
 	closed bool
 
 	stop chan struct{}
@@ -189,7 +198,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	d := &Dispatcher{cfg: cfg, log: cfg.Logger, jobs: map[string]*jobmaster.JobMaster{}, need: map[string]int{}, subs: map[string]Submission{}, stop: make(chan struct{})}
+	d := &Dispatcher{cfg: cfg, log: cfg.Logger, jobs: map[string]*jobmaster.JobMaster{}, need: map[string]int{}, subs: map[string]Submission{}, ended: map[string]ha.Job{}, stop: make(chan struct{})}
 	d.wg.Add(1)
 	go d.sweep()
 	return d, nil
@@ -269,6 +278,12 @@ func (d *Dispatcher) UploadModule(ctx context.Context, tenant string, wasm []byt
 //     policy does not allow (checkPolicy), whether the job starts fresh,
 //     from a savepoint or checkpoint, or is a rescale's new job.
 func (d *Dispatcher) SubmitJob(ctx context.Context, tenant string, s Submission) (string, error) {
+	return d.start(ctx, tenant, s, "", time.Time{}, "", 0)
+}
+
+// start starts a job: a new one (id empty), or with restoreRef (a
+// checkpoint "<job>/<n>", or none) job id recovered from the HA store.
+func (d *Dispatcher) start(ctx context.Context, tenant string, s Submission, id string, submitted time.Time, restoreRef string, firstAttempt int64) (string, error) {
 	if err := blob.ValidateDigest(s.ModuleDigest); err != nil {
 		return "", rpcerr.Errorf(rpcerr.ErrInvalidArgument, "module digest %q: want the \"sha256-<hex>\" UploadModule returned", s.ModuleDigest)
 	}
@@ -322,6 +337,10 @@ func (d *Dispatcher) SubmitJob(ctx context.Context, tenant string, s Submission)
 	}
 	var restore *checkpoint.Metadata
 	switch {
+	case restoreRef != "":
+		if restore, err = d.restoreFromCheckpoint(ctx, tenant, restoreRef, g); err != nil {
+			return "", err
+		}
 	case s.FromSavepoint != "" && s.FromCheckpoint != "":
 		return "", rpcerr.Errorf(rpcerr.ErrInvalidArgument, "start from savepoint %q or from checkpoint %q, not both", s.FromSavepoint, s.FromCheckpoint)
 	case s.FromSavepoint != "":
@@ -340,13 +359,35 @@ func (d *Dispatcher) SubmitJob(ctx context.Context, tenant string, s Submission)
 	if d.closed {
 		return "", rpcerr.Errorf(rpcerr.ErrUnavailable, "the job manager is shutting down")
 	}
-	if err := d.checkQuotaLocked(tenant, q, need); err != nil {
-		return "", err
+	recovered := id != ""
+	if !recovered {
+		// A recovered job was admitted by the leader that first ran it.
+		if err := d.checkQuotaLocked(tenant, q, need); err != nil {
+			return "", err
+		}
+		id, submitted = randomID(), d.cfg.Now()
 	}
-	id := randomID()
 	name := s.Name
 	if name == "" {
 		name = g.Name
+	}
+	rec := ha.Job{ID: id, Tenant: tenant, Name: s.Name, ModuleDigest: s.ModuleDigest, Args: s.Args, Parallelism: s.Parallelism,
+		Config: s.Config, FromSavepoint: s.FromSavepoint, FromCheckpoint: s.FromCheckpoint, Submitted: submitted}
+	var stored func(context.Context, *checkpoint.Metadata, int64) error
+	var still func(context.Context) error
+	if st := d.cfg.Store; st != nil {
+		still = st.Check
+		if !recovered {
+			// Recorded before it starts: a job this leader runs is one the
+			// next leader recovers. Under d.mu, so a deposed leader (whose
+			// write fails) starts nothing.
+			if err := st.PutJob(ctx, rec); err != nil {
+				return "", jobStoreErr("record the job", err)
+			}
+		}
+		stored = func(ctx context.Context, m *checkpoint.Metadata, attempt int64) error {
+			return st.PutCheckpoint(ctx, id, fmt.Sprintf("%s/%d", id, m.ID), attempt)
+		}
 	}
 	jm, err := jobmaster.Start(jobmaster.Config{
 		JobID:              id,
@@ -370,15 +411,25 @@ func (d *Dispatcher) SubmitJob(ctx context.Context, tenant string, s Submission)
 		Limits:             q.Limits,
 		Logger:             d.log,
 		Now:                d.cfg.Now,
+		CheckpointStored:   stored,
+		StillLeader:        still,
+		FirstAttempt:       firstAttempt,
 	})
 	if err != nil {
+		if d.cfg.Store != nil && !recovered {
+			d.cfg.Store.DeleteJob(ctx, id)
+		}
 		return "", err
+	}
+	if d.cfg.Store != nil {
+		d.wg.Add(1)
+		go d.recordEnd(jm, rec)
 	}
 	d.jobs[id] = jm
 	d.need[id] = need
 	s.Args, s.Config = slices.Clone(s.Args), maps.Clone(s.Config)
 	d.subs[id] = s
-	d.log.Info("job submitted", "job", id, "tenant", tenant, "name", name, "module", s.ModuleDigest, "slots", need, "from_savepoint", s.FromSavepoint, "from_checkpoint", s.FromCheckpoint)
+	d.log.Info("job submitted", "job", id, "tenant", tenant, "name", name, "module", s.ModuleDigest, "slots", need, "from_savepoint", s.FromSavepoint, "from_checkpoint", s.FromCheckpoint, "recovered", recovered, "restore", restoreRef)
 	if d.cfg.JobStarted != nil {
 		d.cfg.JobStarted(control.ModuleRef{Tenant: tenant, Digest: s.ModuleDigest})
 	}
@@ -516,6 +567,7 @@ func (d *Dispatcher) ListJobs(ctx context.Context, tenant string) []jobmaster.De
 			out = append(out, j.Details())
 		}
 	}
+	out = append(out, d.endedOf(tenant)...)
 	slices.SortFunc(out, func(a, b jobmaster.Details) int {
 		if c := a.Start.Compare(b.Start); c != 0 {
 			return c
@@ -533,6 +585,9 @@ func (d *Dispatcher) ListJobs(ctx context.Context, tenant string) []jobmaster.De
 func (d *Dispatcher) GetJob(ctx context.Context, tenant, id string) (jobmaster.Details, error) {
 	jm, err := d.job(tenant, id)
 	if err != nil {
+		if j, ok := d.endedJob(tenant, id); ok {
+			return endedDetails(j), nil
+		}
 		return jobmaster.Details{}, err
 	}
 	return jm.Details(), nil
@@ -563,6 +618,11 @@ func (d *Dispatcher) CancelJob(ctx context.Context, tenant, id string) error {
 func (d *Dispatcher) WaitJob(ctx context.Context, tenant, id string, timeout time.Duration) (jobmaster.Result, error) {
 	jm, err := d.job(tenant, id)
 	if err != nil {
+		if j, ok := d.endedJob(tenant, id); ok {
+			// Its collect-sink records are not kept across a failover.
+			det := endedDetails(j)
+			return jobmaster.Result{Details: det, Duration: det.End.Sub(det.Start)}, nil
+		}
 		return jobmaster.Result{}, err
 	}
 	r := jm.Result()
@@ -649,7 +709,9 @@ func (d *Dispatcher) sweep() {
 
 func (d *Dispatcher) expire() {
 	now := d.cfg.Now()
+	d.expireEnded(now)
 	var gone []*jobmaster.JobMaster
+	var ids []string
 	d.mu.Lock()
 	for id, jm := range d.jobs {
 		det := jm.Details()
@@ -658,6 +720,7 @@ func (d *Dispatcher) expire() {
 			delete(d.need, id)
 			delete(d.subs, id)
 			gone = append(gone, jm)
+			ids = append(ids, id)
 			d.log.Info("job result expired", "job", id, "tenant", det.Tenant, "state", det.State)
 		}
 	}
@@ -665,4 +728,5 @@ func (d *Dispatcher) expire() {
 	for _, jm := range gone {
 		jm.Close() // ended already: waits for its last slot frees
 	}
+	d.forget(ids)
 }

@@ -326,7 +326,7 @@ func (jm *JobMaster) sendTrigger(c checkpointing.SendTrigger) {
 func (jm *JobMaster) writeMetadata(c checkpointing.WriteMetadata) {
 	done := make(chan struct{})
 	jm.cpWork[c.ID] = done
-	store, timeout := jm.cfg.Blob, jm.cfg.JobConfig.Checkpoints.Timeout
+	store, timeout, attempt := jm.cfg.Blob, jm.cfg.JobConfig.Checkpoints.Timeout, jm.attempt
 	jm.goBG(func() {
 		defer close(done)
 		ctx, cancel := context.WithTimeout(jm.jobCtx, timeout)
@@ -342,7 +342,15 @@ func (jm *JobMaster) writeMetadata(c checkpointing.WriteMetadata) {
 					return fmt.Errorf("savepoint %s: %w", sp.SavepointID, err)
 				}
 			}
-			return checkpoint.WriteMetadata(ctx, store, c.Dir, c.Meta)
+			if err := checkpoint.WriteMetadata(ctx, store, c.Dir, c.Meta); err != nil {
+				return err
+			}
+			if stored := jm.cfg.CheckpointStored; stored != nil {
+				if err := stored(ctx, c.Meta, attempt); err != nil {
+					return fmt.Errorf("record checkpoint %d in the job store: %w", c.ID, err)
+				}
+			}
+			return nil
 		}()
 		jm.send(checkpointing.Written{ID: c.ID, Err: err})
 	})
@@ -515,6 +523,10 @@ func (jm *JobMaster) cleanupJob(work []chan struct{}) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), max(jm.cfg.CancelTimeout, jm.cfg.RPCTimeout))
 		defer cancel()
+		if err := jm.stillLeader(ctx); err != nil {
+			jm.log.Warn("not tidying the ended job's checkpoints", "err", err)
+			return
+		}
 		if keep {
 			if err := jm.prepareRestore(ctx, latest, retained); err != nil {
 				jm.log.Warn("tidy the job's retained checkpoints failed", "err", err)
@@ -531,6 +543,14 @@ func (jm *JobMaster) cleanupJob(work []chan struct{}) {
 			}
 		}
 	})
+}
+
+// stillLeader asks Config.StillLeader, when set.
+func (jm *JobMaster) stillLeader(ctx context.Context) error {
+	if jm.cfg.StillLeader == nil {
+		return nil
+	}
+	return jm.cfg.StillLeader(ctx)
 }
 
 func vertexIDs(t *task) []int {

@@ -74,6 +74,22 @@ type Config struct {
 	// savepoint or a retained checkpoint of the same tenant, possibly taken
 	// at another parallelism. Its max parallelism must be the graph's.
 	Restore *checkpoint.Metadata
+	// CheckpointStored, when set, is called once a checkpoint's metadata
+	// is written and before its file-sink parts are committed or tasks
+	// notified: the JobManager's HA job store records it as the job's
+	// restore point there. An error fails the checkpoint (nothing of it is
+	// committed): a deposed leader's pointer write fails, and so does its
+	// commit.
+	CheckpointStored func(ctx context.Context, m *checkpoint.Metadata, attempt int64) error
+	// FirstAttempt is the number of the job's first attempt: 0 for a new
+	// job; for a job a new leader recovers, one past the attempt of its
+	// restore point, so executions, results and file-sink parts are named
+	// apart from those of the leader before.
+	FirstAttempt int64
+	// StillLeader, when set, is asked before the JobMaster deletes from
+	// the blob store (a restore's sweep, an ended job's cleanup): a
+	// deposed leader must not delete what the new one writes.
+	StillLeader func(ctx context.Context) error
 }
 
 // JobMaster runs one job. Its methods are safe for concurrent use.
@@ -320,6 +336,7 @@ func Start(cfg Config) (*JobMaster, error) {
 		waiters:  map[int64]chan savepointReply{},
 		metrics:  map[string]control.TaskMetrics{},
 	}
+	jm.attempt = cfg.FirstAttempt
 	jm.setState(Created)
 	jm.start = jm.stateTimes[Created]
 	jm.publish()
@@ -564,6 +581,9 @@ func (jm *JobMaster) startAttempt() {
 	}
 	jm.goBG(func() {
 		err := jm.retry(ctx, "prepare the blob store for the restore", func(ctx context.Context) error {
+			if err := jm.stillLeader(ctx); err != nil {
+				return err
+			}
 			return jm.prepareRestore(ctx, meta, keep)
 		})
 		if err == nil {

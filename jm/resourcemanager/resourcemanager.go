@@ -24,6 +24,9 @@ const (
 
 // Config configures a ResourceManager. Zero fields take their defaults.
 type Config struct {
+	// LeaderSession is told to every TaskManager that registers: with HA,
+	// it then refuses the calls of older leaders.
+	LeaderSession string
 	// HeartbeatInterval is how often TaskManagers are told to heartbeat.
 	HeartbeatInterval time.Duration
 	// HeartbeatTimeout is how long a TaskManager may go without a
@@ -161,7 +164,7 @@ func (rm *ResourceManager) RegisterTaskManager(ctx context.Context, r control.Re
 			Slots: r.Slots, FreeSlots: r.Slots, CPUCores: r.CPUCores, MemoryBytes: r.MemoryBytes,
 		})
 	}
-	return control.Registered{RegistrationID: id, HeartbeatInterval: rm.cfg.HeartbeatInterval, HeartbeatTimeout: rm.cfg.HeartbeatTimeout}, nil
+	return control.Registered{RegistrationID: id, HeartbeatInterval: rm.cfg.HeartbeatInterval, HeartbeatTimeout: rm.cfg.HeartbeatTimeout, LeaderSession: rm.cfg.LeaderSession}, nil
 }
 
 // Heartbeat records a TaskManager's heartbeat. known=false tells it to

@@ -78,8 +78,13 @@ type Executor struct {
 	byAlloc      map[string]int                  // allocation id -> slot index
 	tasks        map[string]*runningTask         // execution id -> task
 	fencing      map[string]control.FencingToken // job id -> newest token seen
-	logs         map[string]*taskLog             // execution id -> kept log, running and recently ended tasks
-	ended        []string                        // execution ids of ended tasks with kept logs, oldest first
+	// newestEpoch is the election revision of the newest HA leader
+	// session seen (control.SessionEpoch): calls of older sessions come
+	// from a deposed JobManager and are refused.
+	newestEpoch  int64
+	refusedStale int64
+	logs         map[string]*taskLog // execution id -> kept log, running and recently ended tasks
+	ended        []string            // execution ids of ended tasks with kept logs, oldest first
 	// endedStats are the final figures of tasks that ended since the last
 	// TaskStats; guestFailures counts traps and deadline hits by tenant.
 	endedStats    []endedStat
@@ -169,11 +174,17 @@ func (e *Executor) DeployTask(_ context.Context, d control.Deployment) error {
 		}
 		return fmt.Errorf("%w: execution %s is already running under attempt %d", ErrInvalidDeployment, d.ExecutionID, t.d.Fencing.Attempt)
 	}
+	if err := e.sessionAllowedLocked(d.Fencing.LeaderSession, "deploy"); err != nil {
+		e.mu.Unlock()
+		return err
+	}
+	older := e.observeSessionLocked(d.Fencing.LeaderSession)
 	stale, err := e.checkFencingLocked(d.Fencing)
 	if err != nil {
 		e.mu.Unlock()
 		return err
 	}
+	stale = append(stale, older...)
 	idx, ok := e.byAlloc[d.AllocationID]
 	if ok {
 		if s := e.slots[idx]; s.jobID != d.JobID {
@@ -237,6 +248,57 @@ func (e *Executor) checkFencingLocked(tok control.FencingToken) ([]*runningTask,
 	return stale, nil
 }
 
+// sessionAllowedLocked refuses a call of an HA leader session older than
+// the newest seen: the JobManager that makes it was deposed.
+func (e *Executor) sessionAllowedLocked(session, what string) error {
+	if ep, ok := control.SessionEpoch(session); ok && ep < e.newestEpoch {
+		e.refusedStale++
+		e.log.Warn("refused a call of a deposed JobManager", "call", what, "session", session, "leader", control.HASession(e.newestEpoch))
+		return fmt.Errorf("%w: cannot %s: leader session %s is older than %s: that JobManager is no longer the leader",
+			ErrStaleFencing, what, session, control.HASession(e.newestEpoch))
+	}
+	return nil
+}
+
+// observeSessionLocked records a newer HA leader session and returns the
+// tasks of older sessions, which the caller cancels: their JobManager was
+// deposed, and the new leader restarts them from its checkpoint.
+func (e *Executor) observeSessionLocked(session string) []*runningTask {
+	ep, ok := control.SessionEpoch(session)
+	if !ok || ep <= e.newestEpoch {
+		return nil
+	}
+	e.newestEpoch = ep
+	var stale []*runningTask
+	for _, t := range e.tasks {
+		if tep, ok := control.SessionEpoch(t.d.Fencing.LeaderSession); ok && tep < ep {
+			stale = append(stale, t)
+		}
+	}
+	return stale
+}
+
+// ObserveLeaderSession tells the executor the session of the JobManager
+// it registered with: from then on it refuses older sessions' calls and
+// cancels their tasks.
+func (e *Executor) ObserveLeaderSession(session string) {
+	e.mu.Lock()
+	stale := e.observeSessionLocked(session)
+	e.mu.Unlock()
+	for _, t := range stale {
+		e.log.Info("canceling task of a deposed JobManager", "job", t.d.JobID, "task", t.d.ExecutionID, "session", t.d.Fencing.LeaderSession, "leader", session)
+		t.cancel()
+	}
+}
+
+// RefusedStaleSessions counts the calls refused because their leader
+// session was older than the newest seen.
+func (e *Executor) RefusedStaleSessions() int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.refusedStale
+}
+
 // CancelTask stops a task: its context is canceled, which ends a guest call
 // in progress (wazero closes the module on context done), and the task
 // reports CANCELED. Canceling an unknown or already ended execution is not
@@ -248,7 +310,11 @@ func (e *Executor) checkFencingLocked(tok control.FencingToken) ([]*runningTask,
 func (e *Executor) CancelTask(_ context.Context, tok control.FencingToken, executionID string) error {
 	e.mu.Lock()
 	t, ok := e.tasks[executionID]
+	err := e.sessionAllowedLocked(tok.LeaderSession, "cancel")
 	e.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	if !ok {
 		return nil
 	}
@@ -324,7 +390,11 @@ func (e *Executor) NotifyCheckpoint(_ context.Context, tok control.FencingToken,
 func (e *Executor) commandTarget(tok control.FencingToken, executionID, what string) (*runningTask, error) {
 	e.mu.Lock()
 	t, ok := e.tasks[executionID]
+	err := e.sessionAllowedLocked(tok.LeaderSession, what)
 	e.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	if !ok {
 		return nil, fmt.Errorf("%w: execution %s is not running on this task manager", ErrTaskNotFound, executionID)
 	}

@@ -65,6 +65,7 @@ func (e *Executor) RunRegistration(ctx context.Context, rm ResourceManager, reg 
 		if r.HeartbeatTimeout <= 0 {
 			r.HeartbeatTimeout = defaultHeartbeatTimeout
 		}
+		e.ObserveLeaderSession(r.LeaderSession)
 		e.setRegistration(r.RegistrationID)
 		log.Info("registered with the resource manager", "registration", r.RegistrationID,
 			"heartbeat_interval", r.HeartbeatInterval, "heartbeat_timeout", r.HeartbeatTimeout)

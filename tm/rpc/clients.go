@@ -146,3 +146,69 @@ func rejected(err error) error {
 	}
 	return err
 }
+
+// FollowingResourceManager calls the ResourceManager of whichever
+// JobManager leads (an HA cluster): every registration asks resolve for
+// the leader's address, and a heartbeat that finds the leader changed
+// answers known=false, so the TaskManager registers with the new one at
+// once rather than after the heartbeat timeout.
+type FollowingResourceManager struct {
+	resolve func(context.Context) (string, error)
+	cfg     rpcserver.ClientConfig
+
+	mu   sync.Mutex
+	addr string
+	rm   *ResourceManager
+}
+
+var _ executor.ResourceManager = (*FollowingResourceManager)(nil)
+
+// NewFollowingResourceManager returns a client that follows the leader
+// resolve finds.
+func NewFollowingResourceManager(resolve func(context.Context) (string, error), cfg rpcserver.ClientConfig) *FollowingResourceManager {
+	return &FollowingResourceManager{resolve: resolve, cfg: cfg}
+}
+
+// Register registers with the current leader.
+//
+// # Errors
+//
+// No leader found (an election under way, etcd unreachable), or the
+// registration's.
+func (f *FollowingResourceManager) Register(ctx context.Context, reg control.Registration) (control.Registered, error) {
+	addr, err := f.resolve(ctx)
+	if err != nil {
+		return control.Registered{}, fmt.Errorf("find the leader JobManager: %w", err)
+	}
+	f.mu.Lock()
+	if addr != f.addr || f.rm == nil {
+		rm, err := NewResourceManager(addr, f.cfg)
+		if err != nil {
+			f.mu.Unlock()
+			return control.Registered{}, err
+		}
+		f.addr, f.rm = addr, rm
+	}
+	rm := f.rm
+	f.mu.Unlock()
+	return rm.Register(ctx, reg)
+}
+
+// Heartbeat heartbeats the leader registered with, or answers
+// known=false when another JobManager leads now.
+//
+// # Errors
+//
+// The heartbeat's.
+func (f *FollowingResourceManager) Heartbeat(ctx context.Context, h control.Heartbeat) (bool, error) {
+	f.mu.Lock()
+	addr, rm := f.addr, f.rm
+	f.mu.Unlock()
+	if rm == nil {
+		return false, nil
+	}
+	if now, err := f.resolve(ctx); err == nil && now != addr {
+		return false, nil
+	}
+	return rm.Heartbeat(ctx, h)
+}

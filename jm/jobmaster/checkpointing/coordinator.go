@@ -192,7 +192,14 @@ func New(cfg Config) *Coordinator {
 	if cfg.NewSavepointID == nil {
 		cfg.NewSavepointID = newSavepointID
 	}
-	return &Coordinator{cfg: cfg, log: cfg.Logger, nextID: 1, pending: map[int64]*pending{}, latest: cfg.Restore, tasksOf: -1}
+	c := &Coordinator{cfg: cfg, log: cfg.Logger, nextID: 1, pending: map[int64]*pending{}, latest: cfg.Restore, tasksOf: -1}
+	if r := cfg.Restore; r != nil && r.JobID == cfg.JobID {
+		// The same job on a new JobManager (a failover): its ids go on
+		// after the restore point, which stays retained until subsumed.
+		c.nextID = r.ID + 1
+		c.completed = []int64{r.ID}
+	}
+	return c
 }
 
 func newSavepointID() string {

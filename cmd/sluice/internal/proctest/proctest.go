@@ -196,6 +196,14 @@ func (p *Proc) Signal(t testing.TB, sig os.Signal) {
 	}
 }
 
+// Thaw resumes a process Freeze stopped (SIGCONT).
+func (p *Proc) Thaw(t testing.TB) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatalf("thaw %s: %v", p.Name, err)
+	}
+}
+
 // Stderr returns what the process wrote to stderr so far (its log).
 func (p *Proc) Stderr() string { return p.stderr.String() }
 

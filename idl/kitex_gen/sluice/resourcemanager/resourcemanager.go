@@ -139,9 +139,10 @@ var fieldIDToName_RegisterTaskManagerRequest = map[int16]string{
 }
 
 type RegisterTaskManagerResponse struct {
-	RegistrationId      string `thrift:"registration_id,1" frugal:"1,default,string" json:"registration_id"`
-	HeartbeatIntervalMs int64  `thrift:"heartbeat_interval_ms,2" frugal:"2,default,i64" json:"heartbeat_interval_ms"`
-	HeartbeatTimeoutMs  int64  `thrift:"heartbeat_timeout_ms,3" frugal:"3,default,i64" json:"heartbeat_timeout_ms"`
+	RegistrationId      string  `thrift:"registration_id,1" frugal:"1,default,string" json:"registration_id"`
+	HeartbeatIntervalMs int64   `thrift:"heartbeat_interval_ms,2" frugal:"2,default,i64" json:"heartbeat_interval_ms"`
+	HeartbeatTimeoutMs  int64   `thrift:"heartbeat_timeout_ms,3" frugal:"3,default,i64" json:"heartbeat_timeout_ms"`
+	LeaderSession       *string `thrift:"leader_session,4,optional" frugal:"4,optional,string" json:"leader_session,omitempty"`
 }
 
 func NewRegisterTaskManagerResponse() *RegisterTaskManagerResponse {
@@ -162,6 +163,15 @@ func (p *RegisterTaskManagerResponse) GetHeartbeatIntervalMs() (v int64) {
 func (p *RegisterTaskManagerResponse) GetHeartbeatTimeoutMs() (v int64) {
 	return p.HeartbeatTimeoutMs
 }
+
+var RegisterTaskManagerResponse_LeaderSession_DEFAULT string
+
+func (p *RegisterTaskManagerResponse) GetLeaderSession() (v string) {
+	if !p.IsSetLeaderSession() {
+		return RegisterTaskManagerResponse_LeaderSession_DEFAULT
+	}
+	return *p.LeaderSession
+}
 func (p *RegisterTaskManagerResponse) SetRegistrationId(val string) {
 	p.RegistrationId = val
 }
@@ -170,6 +180,13 @@ func (p *RegisterTaskManagerResponse) SetHeartbeatIntervalMs(val int64) {
 }
 func (p *RegisterTaskManagerResponse) SetHeartbeatTimeoutMs(val int64) {
 	p.HeartbeatTimeoutMs = val
+}
+func (p *RegisterTaskManagerResponse) SetLeaderSession(val *string) {
+	p.LeaderSession = val
+}
+
+func (p *RegisterTaskManagerResponse) IsSetLeaderSession() bool {
+	return p.LeaderSession != nil
 }
 
 func (p *RegisterTaskManagerResponse) String() string {
@@ -183,6 +200,7 @@ var fieldIDToName_RegisterTaskManagerResponse = map[int16]string{
 	1: "registration_id",
 	2: "heartbeat_interval_ms",
 	3: "heartbeat_timeout_ms",
+	4: "leader_session",
 }
 
 type HeartbeatRequest struct {

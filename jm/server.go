@@ -99,6 +99,28 @@ type Config struct {
 	// Prometheus metrics at /metrics (port 0 picks one; see MetricsAddr).
 	// Empty means no metrics endpoint.
 	MetricsListenAddr string
+	// Driver, with the Active fields, puts the ResourceManager in active
+	// mode: it starts TaskManagers when slots run short and releases idle
+	// ones (package jm/resourcemanager). Nil means standalone.
+	Driver resourcemanager.Driver
+	Active ActiveConfig
+}
+
+// ActiveConfig configures active mode; zero fields take the
+// resourcemanager defaults.
+type ActiveConfig struct {
+	// TaskManager is what each TaskManager the driver starts offers.
+	TaskManager resourcemanager.ResourceSpec
+	// MaxTaskManagers is the most the driver runs at once.
+	MaxTaskManagers int
+	// IdleTimeout is how long one may hold no slot before it is released.
+	IdleTimeout time.Duration
+	// StartTimeout is how long one may take to register.
+	StartTimeout time.Duration
+	// JobManagerAddress is what the TaskManagers started are given as
+	// --jm: empty means this JobManager's advertised address; with HA, the
+	// etcd:// URL, so they follow the leader.
+	JobManagerAddress string
 }
 
 // Server is a running JobManager: the Dispatcher, ResourceManager and every
@@ -197,6 +219,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		OnTaskMetrics: func(_ string, ms []control.ExecutionMetrics) { s.d.ReportTaskMetrics(ms) },
 		FreeStale:     gw.FreeStale,
 		Logger:        cfg.Logger.With("component", "resourcemanager"),
+
+		Driver:                  cfg.Driver,
+		TaskManagerSpec:         cfg.Active.TaskManager,
+		MaxTaskManagers:         cfg.Active.MaxTaskManagers,
+		TaskManagerIdleTimeout:  cfg.Active.IdleTimeout,
+		TaskManagerStartTimeout: cfg.Active.StartTimeout,
 	})
 	d, err := dispatcher.New(dispatcher.Config{
 		Blob:                cfg.Blob,
@@ -284,6 +312,14 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	adv := advertised(cfg.AdvertiseAddr, srv.Addr())
 	s.advertise.Store(adv)
+	tmJM := cfg.Active.JobManagerAddress
+	if tmJM == "" {
+		tmJM = adv
+	}
+	if err := s.rm.StartDriver(ctx, tmJM); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("jobmanager: %w", err)
+	}
 	s.log.Info("jobmanager serving", "addr", srv.Addr(), "advertise", adv)
 	return s, nil
 }

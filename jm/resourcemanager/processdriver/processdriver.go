@@ -178,12 +178,13 @@ func (d *Driver) wait(id string, p *proc, lf *os.File) {
 	defer d.wg.Done()
 	err := p.cmd.Wait()
 	lf.Close()
-	close(p.done)
 	d.mu.Lock()
 	delete(d.procs, id)
 	released := p.released
 	onTerm := d.env.OnTerminated
 	d.mu.Unlock()
+	// After the delete: who waited on done sees it gone from Running.
+	close(p.done)
 	if released {
 		return
 	}

@@ -22,9 +22,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // fakeTM is an executable that prints its arguments and then runs until
 // signalled, or exits 3 at once when its --resource-id ends in -2.
 const fakeTM = `#!/bin/sh
+trap 'echo stopping; exit 0' TERM
 echo "args: $*"
 case "$*" in *proc-*-2*) exit 3;; esac
-trap 'echo stopping; exit 0' TERM
 while :; do sleep 0.05; done
 `
 
@@ -114,6 +114,13 @@ func TestStartReleaseExitAndClose(t *testing.T) {
 	if d.Running() != 1 {
 		t.Fatalf("%d running", d.Running())
 	}
+	// Once the script traps SIGTERM (it printed its args after the trap).
+	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if !strings.Contains(readLog(t, logs, third), "args:") {
+			return fmt.Errorf("%s not started yet", third)
+		}
+		return nil
+	})
 	if err := d.Close(ctx); err != nil {
 		t.Fatal(err)
 	}

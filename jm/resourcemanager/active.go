@@ -35,7 +35,11 @@ const (
 // it held are lost, and waiting requests ask for a replacement.
 type worker struct {
 	registered bool
-	since      time.Time // requested, or (registered) idle since; zero while used
+	// recovered: an earlier JobManager started it. One that does not
+	// register is forgotten, not stopped: it may serve another
+	// JobManager of the cluster (this one may be an HA standby).
+	recovered bool
+	since     time.Time // requested, or (registered) idle since; zero while used
 }
 
 // activeState is the ResourceManager's active-mode bookkeeping, guarded by
@@ -92,7 +96,7 @@ func (rm *ResourceManager) StartDriver(ctx context.Context, jobManagerAddress st
 	now := rm.cfg.Now()
 	for _, id := range recovered {
 		_, reg := rm.sm.Used(id)
-		rm.act.workers[id] = &worker{registered: reg, since: now}
+		rm.act.workers[id] = &worker{registered: reg, recovered: true, since: now}
 	}
 	rm.act.ready = true
 	rm.log.Info("active mode", "driver", d.Name(), "max_taskmanagers", rm.cfg.MaxTaskManagers,
@@ -233,6 +237,11 @@ func (rm *ResourceManager) tickActiveLocked(now time.Time) (lost []Lost) {
 		switch {
 		case !w.registered && known:
 			w.registered, w.since = true, now
+		case !w.registered && w.recovered:
+			if now.Sub(w.since) > rm.cfg.TaskManagerStartTimeout {
+				rm.log.Info("forgetting a recovered task manager that did not register", "tm", id, "timeout", rm.cfg.TaskManagerStartTimeout)
+				delete(rm.act.workers, id)
+			}
 		case !w.registered:
 			if now.Sub(w.since) > rm.cfg.TaskManagerStartTimeout {
 				lost = append(lost, rm.releaseWorkerLocked(id, fmt.Sprintf("it did not register within %s", rm.cfg.TaskManagerStartTimeout))...)

@@ -225,10 +225,10 @@ func TestActiveModeReleasesATaskManagerThatNeverRegisters(t *testing.T) {
 
 func TestActiveModeAdoptsRecoveredTaskManagers(t *testing.T) {
 	m := drivertest.New()
-	m.Recover("old-1")
+	m.Recover("old-1", "elsewhere")
 	rm := resourcemanager.New(resourcemanager.Config{
 		HeartbeatInterval: 10 * time.Millisecond, HeartbeatTimeout: time.Hour,
-		Driver: m, TaskManagerIdleTimeout: 50 * time.Millisecond,
+		Driver: m, TaskManagerIdleTimeout: 50 * time.Millisecond, TaskManagerStartTimeout: 100 * time.Millisecond,
 	})
 	defer rm.Close()
 	ctx := context.Background()
@@ -244,6 +244,17 @@ func TestActiveModeAdoptsRecoveredTaskManagers(t *testing.T) {
 		}
 		return nil
 	})
+	// One that never registers here is forgotten, never stopped: it may
+	// serve the JobManager that leads (this one may stand by).
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if a := rm.Active(); a.Starting != 0 || len(a.Running) != 0 {
+			return fmt.Errorf("active %+v", a)
+		}
+		return nil
+	})
+	if !slices.Equal(m.Released(), []string{"old-1"}) {
+		t.Fatalf("released %v: a recovered task manager that did not register must not be stopped", m.Released())
+	}
 }
 
 func TestStartDriverFailsWithTheDriversError(t *testing.T) {

@@ -112,6 +112,28 @@ type Config struct {
 	// TaskManager that registers, jobs are recorded in its job store, and
 	// New recovers the jobs the store holds once it serves.
 	Leadership ha.Leadership
+	// Driver, with the Active fields, puts the ResourceManager in active
+	// mode: it starts TaskManagers when slots run short and releases idle
+	// ones (package jm/resourcemanager). Nil means standalone.
+	Driver resourcemanager.Driver
+	Active ActiveConfig
+}
+
+// ActiveConfig configures active mode; zero fields take the
+// resourcemanager defaults.
+type ActiveConfig struct {
+	// TaskManager is what each TaskManager the driver starts offers.
+	TaskManager resourcemanager.ResourceSpec
+	// MaxTaskManagers is the most the driver runs at once.
+	MaxTaskManagers int
+	// IdleTimeout is how long one may hold no slot before it is released.
+	IdleTimeout time.Duration
+	// StartTimeout is how long one may take to register.
+	StartTimeout time.Duration
+	// JobManagerAddress is what the TaskManagers started are given as
+	// --jm: empty means this JobManager's advertised address; with HA, the
+	// etcd:// URL, so they follow the leader.
+	JobManagerAddress string
 }
 
 // Server is a running JobManager: the Dispatcher, ResourceManager and every
@@ -227,6 +249,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		OnTaskMetrics: func(_ string, ms []control.ExecutionMetrics) { s.d.ReportTaskMetrics(ms) },
 		FreeStale:     gw.FreeStale,
 		Logger:        cfg.Logger.With("component", "resourcemanager"),
+
+		Driver:                  cfg.Driver,
+		TaskManagerSpec:         cfg.Active.TaskManager,
+		MaxTaskManagers:         cfg.Active.MaxTaskManagers,
+		TaskManagerIdleTimeout:  cfg.Active.IdleTimeout,
+		TaskManagerStartTimeout: cfg.Active.StartTimeout,
 	})
 	d, err := dispatcher.New(dispatcher.Config{
 		Blob:                cfg.Blob,
@@ -317,6 +345,14 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	adv := advertised(cfg.AdvertiseAddr, srv.Addr())
 	s.advertise.Store(adv)
+	tmJM := cfg.Active.JobManagerAddress
+	if tmJM == "" {
+		tmJM = adv
+	}
+	if err := s.rm.StartDriver(ctx, tmJM); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("jobmanager: %w", err)
+	}
 	s.log.Info("jobmanager serving", "addr", srv.Addr(), "advertise", adv)
 	if l := cfg.Leadership; l != nil {
 		// Published once it serves, so whoever finds it can reach it; the

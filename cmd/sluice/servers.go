@@ -25,6 +25,7 @@ func newJMCmd() *cobra.Command {
 	var hbInterval, hbTimeout, slotTimeout, restartDelay time.Duration
 	var restartAttempts int
 	var hao haOptions
+	var drv driverOpts
 	cmd := &cobra.Command{
 		Use:   "jm",
 		Short: "Run a JobManager (Dispatcher, ResourceManager, JobMasters) until SIGINT/SIGTERM",
@@ -66,8 +67,14 @@ serves TLS only and re-reads those files when they change and on SIGHUP.`,
 			if err != nil {
 				return err
 			}
+			driver, active, err := drv.build(blobURL, secretFile)
+			if err != nil {
+				return err
+			}
 			cfg := jm.Config{
 				TLS:                tlsSrc,
+				Driver:             driver,
+				Active:             active,
 				Tenants:            tenants,
 				Secret:             secret,
 				ListenAddr:         listen,
@@ -131,12 +138,14 @@ serves TLS only and re-reads those files when they change and on SIGHUP.`,
 	cmd.Flags().StringVar(&tenantsFile, "tenants", "", "tenants file (JSON, see docs/SECURITY.md), reloaded on SIGHUP; without it every client is tenant \"default\" and needs no token")
 	secretFlag(cmd, &secretFile)
 	haFlags(cmd, &hao, true)
+	drv.flags(cmd)
 	return cmd
 }
 
 func newTMCmd() *cobra.Command {
-	var jmAddr, listen, dataListen, blobURL, advertise, cacheDir, secretFile, metricsListen string
+	var jmAddr, listen, dataListen, blobURL, advertise, cacheDir, secretFile, metricsListen, resourceID string
 	var slots int
+	var memoryBytes int64
 	var noTaskMetrics bool
 	var hao haOptions
 	cmd := &cobra.Command{
@@ -159,6 +168,9 @@ change and on SIGHUP.`,
 			}
 			if slots < 1 {
 				return usageErr(fmt.Errorf("--slots %d: need at least 1", slots))
+			}
+			if memoryBytes < 0 {
+				return usageErr(fmt.Errorf("--memory-bytes %d: must not be negative", memoryBytes))
 			}
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
@@ -194,6 +206,8 @@ change and on SIGHUP.`,
 				Slots:         slots,
 				Blob:          store,
 				CacheDir:      cacheDir,
+				ResourceID:    resourceID,
+				MemoryBytes:   memoryBytes,
 				Logger:        log,
 
 				MetricsListenAddr: metricsListen,
@@ -221,6 +235,8 @@ change and on SIGHUP.`,
 	cmd.Flags().StringVar(&dataListen, "data-listen", "", "data-exchange address to listen on (default: port 0 on the --listen host)")
 	cmd.Flags().StringVar(&advertise, "advertise-host", "", "host others use to reach this TaskManager (default: the --listen host, or the route to the JobManager for a wildcard)")
 	cmd.Flags().IntVar(&slots, "slots", 2, "number of task slots")
+	cmd.Flags().StringVar(&resourceID, "resource-id", "", "the id this TaskManager registers under (default: the host name and a random suffix; the process and kubernetes drivers set it)")
+	cmd.Flags().Int64Var(&memoryBytes, "memory-bytes", 0, "memory this TaskManager reports (default: the machine's)")
 	cmd.Flags().StringVar(&blobURL, "blob", os.Getenv(envBlob), "blob store URL, the same as the JobManager's (default $"+envBlob+", else a directory under the user cache dir)")
 	cmd.Flags().StringVar(&cacheDir, "cache-dir", "", "where modules are cached (default: under the user cache dir)")
 	metricsFlag(cmd, &metricsListen)

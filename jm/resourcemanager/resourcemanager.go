@@ -54,6 +54,26 @@ type Config struct {
 	FreeStale func(ctx context.Context, s Stale) error
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
+
+	// Driver starts TaskManagers when slot requests cannot be met and
+	// releases idle ones (active mode; see StartDriver). Nil means
+	// standalone: TaskManagers are started by hand.
+	Driver Driver
+	// TaskManagerSpec is what each TaskManager the driver starts offers
+	// (default DefaultTaskManagerSlots slots, the driver's memory).
+	TaskManagerSpec ResourceSpec
+	// MaxTaskManagers is the most TaskManagers the driver runs at once
+	// (default DefaultMaxTaskManagers); a request the limit can never meet
+	// fails at once with ErrNotEnoughSlots naming it.
+	MaxTaskManagers int
+	// TaskManagerIdleTimeout is how long a TaskManager the driver started
+	// may hold no slot before it is released (default
+	// DefaultTaskManagerIdleTimeout).
+	TaskManagerIdleTimeout time.Duration
+	// TaskManagerStartTimeout is how long a started TaskManager may take
+	// to register before it is released and another is asked for (default
+	// DefaultTaskManagerStartTimeout).
+	TaskManagerStartTimeout time.Duration
 }
 
 // Overview is the cluster's resources at one moment.
@@ -78,6 +98,11 @@ type ResourceManager struct {
 	// tenantOf is the tenant of each allocation, for fair sharing.
 	tenantOf map[string]string
 	seq      int
+	act      activeState
+
+	// bgCtx ends driver requests in flight at Close.
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -109,12 +134,15 @@ func New(cfg Config) *ResourceManager {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	cfg.activeDefaults()
 	rm := &ResourceManager{
 		cfg:  cfg,
 		log:  cfg.Logger,
 		sm:   NewSlotManager(cfg.HeartbeatTimeout, NewID),
+		act:  activeState{workers: map[string]*worker{}},
 		stop: make(chan struct{}),
 	}
+	rm.bgCtx, rm.bgCancel = context.WithCancel(context.Background())
 	rm.wg.Add(1)
 	go rm.expireLoop()
 	return rm
@@ -128,15 +156,26 @@ func NewID() string {
 }
 
 // Close stops the heartbeat-timeout loop, fails waiting slot requests with
-// ErrUnavailable and waits for the ResourceManager's goroutines.
+// ErrUnavailable, waits for the ResourceManager's goroutines and closes the
+// driver (which decides what becomes of its TaskManagers).
 func (rm *ResourceManager) Close() {
+	first := false
 	rm.once.Do(func() {
+		first = true
 		rm.mu.Lock()
 		rm.closed = true
 		close(rm.stop)
+		rm.bgCancel()
 		rm.mu.Unlock()
 	})
 	rm.wg.Wait()
+	if first && rm.cfg.Driver != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), rm.cfg.TaskManagerStartTimeout)
+		defer cancel()
+		if err := rm.cfg.Driver.Close(ctx); err != nil {
+			rm.log.Warn("close driver", "driver", rm.cfg.Driver.Name(), "err", err)
+		}
+	}
 }
 
 // RegisterTaskManager registers a TaskManager (or re-registers one that
@@ -149,6 +188,7 @@ func (rm *ResourceManager) RegisterTaskManager(ctx context.Context, r control.Re
 	rm.mu.Lock()
 	id, lost, stale, err := rm.sm.Register(r, rm.cfg.Now())
 	if err == nil {
+		rm.noteRegisteredLocked(r.ResourceID, rm.cfg.Now())
 		rm.serveWaitersLocked()
 	}
 	rm.mu.Unlock()
@@ -209,6 +249,11 @@ func (rm *ResourceManager) RequestTenantSlots(ctx context.Context, tenant, jobID
 	slots, err := rm.sm.Allocate(jobID, n)
 	if err == nil {
 		rm.noteTenantLocked(tenant, slots)
+	} else if errors.Is(err, rpcerr.ErrNotEnoughSlots) {
+		if lim := rm.beyondLimitLocked(n); lim != nil {
+			rm.mu.Unlock()
+			return nil, lim
+		}
 	}
 	if err == nil || !errors.Is(err, rpcerr.ErrNotEnoughSlots) {
 		rm.mu.Unlock()
@@ -220,6 +265,7 @@ func (rm *ResourceManager) RequestTenantSlots(ctx context.Context, tenant, jobID
 	rm.seq++
 	w := &waiter{jobID: jobID, tenant: tenant, seq: rm.seq, n: n, got: make(chan []Slot, 1)}
 	rm.waiters = append(rm.waiters, w)
+	rm.scaleUpLocked()
 	rm.mu.Unlock()
 	rm.log.Info("waiting for slots", "job", jobID, "need", n, "timeout", rm.cfg.SlotRequestTimeout)
 
@@ -251,7 +297,7 @@ func (rm *ResourceManager) RequestTenantSlots(ctx context.Context, tenant, jobID
 	if cause != nil {
 		return nil, cause
 	}
-	return nil, rpcerr.NotEnoughSlots(n, rm.sm.Free())
+	return nil, rm.timeoutErrorLocked(n)
 }
 
 // serveWaitersLocked gives free slots to waiting requests in FairOrder:
@@ -357,7 +403,9 @@ func (rm *ResourceManager) expireLoop() {
 		case <-t.C:
 		}
 		rm.mu.Lock()
-		dead, lost := rm.sm.Expire(rm.cfg.Now())
+		now := rm.cfg.Now()
+		dead, lost := rm.sm.Expire(now)
+		lost = append(lost, rm.tickActiveLocked(now)...)
 		rm.mu.Unlock()
 		for _, id := range dead {
 			rm.log.Warn("task manager missed its heartbeats: declared dead", "tm", id, "timeout", rm.cfg.HeartbeatTimeout)

@@ -421,3 +421,24 @@ func (m *SlotManager) TaskManagers() []TaskManagerInfo {
 	}
 	return out
 }
+
+// Used returns how many of a TaskManager's slots are taken (allocated or
+// shown in use by its slot report), and false for an unknown TaskManager.
+func (m *SlotManager) Used(resourceID string) (int, bool) {
+	tm, ok := m.tms[resourceID]
+	if !ok {
+		return 0, false
+	}
+	return tm.used(), true
+}
+
+// Remove forgets a TaskManager that is gone (its driver reported it ended,
+// or it is being released) and returns the allocations lost with it. An
+// unknown id is ignored.
+func (m *SlotManager) Remove(resourceID, reason string) []Lost {
+	tm, ok := m.tms[resourceID]
+	if !ok {
+		return nil
+	}
+	return m.drop(tm, tm.allocs, reason)
+}

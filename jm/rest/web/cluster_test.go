@@ -41,7 +41,7 @@ func TestDashboardOnACluster(t *testing.T) {
 	wordcount := localtest.Guest(t, "examples/wordcount")
 	slow := localtest.Guest(t, "examples/exactlyonce")
 
-	ts, err := auth.ParseTenants([]byte(`{"tenants":[{"name":"alice","token_sha256":["` + auth.HashToken(aliceToken) + `"]}]}`))
+	ts, err := auth.ParseTenants([]byte(`{"tenants":[{"name":"alice","token_sha256":["` + auth.HashToken(aliceToken) + `"],"policy":{"config_keys":["*","sandbox.clock=wall"]}}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}

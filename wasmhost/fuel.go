@@ -226,6 +226,11 @@ func (in *Instance) fuelTrip(ctx context.Context) {
 		in.deadline.hold()
 		in.m.rt.fuel.wait(ctx, in.cfg.Tenant)
 		in.deadline.release()
+		if ctx.Err() != nil {
+			// Stop here, over the share, rather than spin unheld until
+			// the context's AfterFunc runs.
+			in.deadline.cancel()
+		}
 	}
 	in.armFuel()
 }

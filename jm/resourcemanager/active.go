@@ -48,6 +48,10 @@ type activeState struct {
 	ready    bool // Initialize returned
 	workers  map[string]*worker
 	starting int // requests in flight
+	// endedEarly holds workers the driver reported terminated before
+	// RequestTaskManager returned them; emptied when no request is in
+	// flight.
+	endedEarly map[string]string
 	failures int // consecutive failed requests
 	retryAt  time.Time
 }
@@ -183,9 +187,14 @@ func (rm *ResourceManager) startWorker() {
 	ctx, cancel := context.WithTimeout(rm.bgCtx, rm.cfg.TaskManagerStartTimeout)
 	id, err := d.RequestTaskManager(ctx, rm.cfg.TaskManagerSpec)
 	cancel()
+	var lost []Lost
 	rm.mu.Lock()
-	defer rm.mu.Unlock()
+	defer func() { rm.mu.Unlock(); rm.notify(lost) }()
 	rm.act.starting--
+	reason, ended := rm.act.endedEarly[id]
+	if rm.act.starting == 0 {
+		rm.act.endedEarly = nil
+	}
 	if err != nil {
 		rm.act.failures++
 		backoff := min(time.Duration(1<<min(rm.act.failures-1, 10))*100*time.Millisecond, maxDriverBackoff)
@@ -197,6 +206,12 @@ func (rm *ResourceManager) startWorker() {
 	rm.act.retryAt = time.Time{}
 	if rm.closed {
 		rm.releaseWorkerLocked(id, "the resource manager closed while it started")
+		return
+	}
+	if ended {
+		lost = rm.sm.Remove(id, "terminated: "+reason)
+		rm.log.Warn("task manager terminated as it started", "driver", d.Name(), "tm", id, "reason", reason)
+		rm.scaleUpLocked()
 		return
 	}
 	_, reg := rm.sm.Used(id) // it may have registered before the driver returned
@@ -271,6 +286,12 @@ func (rm *ResourceManager) noteRegisteredLocked(resourceID string, now time.Time
 func (rm *ResourceManager) workerTerminated(resourceID, reason string) {
 	rm.mu.Lock()
 	if _, ok := rm.act.workers[resourceID]; !ok {
+		if rm.act.starting > 0 { // perhaps one RequestTaskManager has not returned yet
+			if rm.act.endedEarly == nil {
+				rm.act.endedEarly = map[string]string{}
+			}
+			rm.act.endedEarly[resourceID] = reason
+		}
 		rm.mu.Unlock()
 		return
 	}

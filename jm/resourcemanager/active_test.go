@@ -208,6 +208,34 @@ func TestActiveModeReplacesATerminatedTaskManager(t *testing.T) {
 	}
 }
 
+// A driver may see its TaskManager end before RequestTaskManager returns
+// (a pod deleted at once): the ResourceManager still replaces it.
+func TestActiveModeReplacesATaskManagerThatEndsAsItStarts(t *testing.T) {
+	m := drivertest.New()
+	var once sync.Once
+	m.OnRequest(func(id string, _ resourcemanager.ResourceSpec) {
+		once.Do(func() { m.Terminate(id, "pod deleted") })
+	})
+	rm := active(t, m, nil)
+	got := make(chan error, 1)
+	go func() { _, err := rm.RequestSlots(context.Background(), "job", 2); got <- err }()
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if len(m.Requested()) != 2 {
+			return fmt.Errorf("requested %v, want a replacement for the first", m.Requested())
+		}
+		return nil
+	})
+	if _, err := rm.RegisterTaskManager(context.Background(), registration(m.Requested()[1], 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if a := rm.Active(); len(a.Running) != 1 || a.Running[0] != m.Requested()[1] || a.Starting != 0 {
+		t.Fatalf("active %+v", a)
+	}
+}
+
 func TestActiveModeReleasesATaskManagerThatNeverRegisters(t *testing.T) {
 	m := drivertest.New()
 	rm := active(t, m, func(c *resourcemanager.Config) { c.TaskManagerStartTimeout = 100 * time.Millisecond })

@@ -194,13 +194,18 @@ func (d *Driver) RequestTaskManager(ctx context.Context, spec resourcemanager.Re
 	if err != nil {
 		return "", err
 	}
+	// Known before it exists: the watch may see the pod end before Create
+	// returns.
+	d.mu.Lock()
+	d.known[pod.Name] = true
+	d.mu.Unlock()
 	created, err := d.cfg.Client.CoreV1().Pods(d.cfg.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
+		d.mu.Lock()
+		delete(d.known, pod.Name)
+		d.mu.Unlock()
 		return "", fmt.Errorf("kubernetes driver: create pod %s: %w", pod.Name, err)
 	}
-	d.mu.Lock()
-	d.known[created.Name] = true
-	d.mu.Unlock()
 	d.log.Info("created task manager pod", "pod", created.Name, "namespace", d.cfg.Namespace, "slots", spec.Slots)
 	return created.Name, nil
 }

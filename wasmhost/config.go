@@ -23,6 +23,7 @@ const (
 // NewRuntimeConfig.
 type RuntimeConfig struct {
 	cacheDir       string
+	cacheDirBudget int64
 	maxMemoryBytes uint64
 	maxModuleBytes int
 	logger         *slog.Logger
@@ -145,6 +146,15 @@ func (c RuntimeConfig) WithFuelShares(on bool) RuntimeConfig {
 // Empty means no on-disk cache (an in-memory cache by digest is always on).
 func (c RuntimeConfig) WithCacheDir(dir string) RuntimeConfig {
 	c.cacheDir = dir
+	return c
+}
+
+// WithCacheDirBudget bounds the files of the on-disk cache to bytes: after
+// every compile that reaches wazero, the least recently used files go
+// until the rest fit (the machine code of a module in use is in memory, so
+// a deleted file only costs a compile later). Zero or less means no bound.
+func (c RuntimeConfig) WithCacheDirBudget(bytes int64) RuntimeConfig {
+	c.cacheDirBudget = bytes
 	return c
 }
 

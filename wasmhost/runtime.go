@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,7 @@ type Runtime struct {
 	cfg       RuntimeConfig
 	r         wazero.Runtime
 	cache     wazero.CompilationCache
+	disk      *diskCache // bounds cfg.cacheDir; nil without one
 	hostFuncs map[string]api.FunctionDefinition
 	maxPages  uint32
 	logger    *slog.Logger
@@ -124,6 +126,8 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 		}
 		rt.cache = c
 		rc = rc.WithCompilationCache(c)
+		rt.disk = newDiskCache(cfg.cacheDir, cfg.cacheDirBudget)
+		rt.disk.sweep("") // a restart with a smaller budget trims at once
 	}
 	rt.r = wazero.NewRuntimeWithConfig(ctx, rc)
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt.r); err != nil {
@@ -284,6 +288,16 @@ func (rt *Runtime) cached(digest string) (*Module, *compileCall, error) {
 	return nil, rt.inflight[digest], nil
 }
 
+// Forget drops digest from the modules the runtime keeps after their last
+// use, so its machine code is freed once nobody holds the module (a task
+// running it keeps it). The TaskManager's module cache calls it when it
+// evicts a module, so the runtime keeps nothing beyond that cache's budget.
+func (rt *Runtime) Forget(digest string) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.recent = slices.DeleteFunc(rt.recent, func(m *Module) bool { return m.digest == digest })
+}
+
 // touchLocked makes m the most recently used module.
 func (rt *Runtime) touchLocked(m *Module) {
 	for i, o := range rt.recent {
@@ -328,6 +342,9 @@ func (rt *Runtime) startCompile(ctx context.Context, wasm []byte, digest string,
 		m, err := rt.compile(cctx, wasm, digest, true)
 		timer.Stop()
 		stopWithCaller()
+		if rt.disk != nil {
+			rt.disk.sweep(digest)
+		}
 		if err != nil && errors.Is(context.Cause(cctx), errCompileTimeout) {
 			err = rt.timeoutErr()
 		}
@@ -431,7 +448,7 @@ func (rt *Runtime) compile(ctx context.Context, wasm []byte, digest string, chec
 		cm.Close(ctx)
 		return nil, fmt.Errorf("%w: %v", ErrInvalidModule, err)
 	}
-	m := &Module{rt: rt, digest: digest, compiled: cm}
+	m := &Module{rt: rt, digest: digest, compiled: cm, size: estimateSize(len(inst))}
 	exports := cm.ExportedFunctions()
 	_, m.hasInit = exports[abi.ExportInitialize]
 	m.minMemory = uint64(cm.ExportedMemories()[abi.ExportMemory].Min()) * pageSize

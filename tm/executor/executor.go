@@ -33,6 +33,10 @@ type Config struct {
 	// CacheDir keeps downloaded module bytes by digest; "" keeps them in
 	// memory only (compiled modules are cached by the wasmhost runtime).
 	CacheDir string
+	// ModuleMemory and ModuleDisk are the module cache's budgets in bytes
+	// (compiled modules, and module files under CacheDir); 0 means
+	// DefaultModuleMemoryBudget and DefaultModuleDiskBudget.
+	ModuleMemory, ModuleDisk int64
 	// Limits bound every task's guest; a deployment's own limits can only
 	// lower them. Zero fields take wasmhost's defaults.
 	Limits wasmhost.Limits
@@ -130,7 +134,7 @@ func New(cfg Config) *Executor {
 	return &Executor{
 		cfg:     cfg,
 		log:     cfg.Logger,
-		modules: NewModuleCache(cfg.Runtime, cfg.Blob, cfg.CacheDir),
+		modules: NewModuleCache(cfg.Runtime, cfg.Blob, cfg.CacheDir, cfg.ModuleMemory, cfg.ModuleDisk),
 		ctx:     ctx,
 		cancel:  cancel,
 		slots:   make([]slot, cfg.Slots),

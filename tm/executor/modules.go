@@ -8,8 +8,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/wasmhost"
@@ -21,92 +23,165 @@ import (
 // later job with the same module, starts without a download or a compile.
 // Downloaded bytes are also kept on disk under dir, verified again on read.
 //
-// Concurrent requests for one digest share one fetch and compile. It holds
-// at most DefaultCachedModules compiled modules, dropping the least
-// recently used beyond that (a task running one keeps it alive), so
-// modules that differ only by a nonce cannot pin the TaskManager's memory.
+// Concurrent requests for one digest share one fetch and compile. Both
+// layers are bounded: compiled modules by a memory budget (their
+// estimated size, wasmhost.Module.SizeBytes) and the files under dir by a
+// disk budget, least recently used going first. A module a running task
+// holds (Module's release not yet called) is never evicted, even when it
+// alone is above the budget; it goes when its last task ends, if the
+// budget needs the room. So a session cluster that runs ever new modules
+// keeps only what fits.
 type ModuleCache struct {
 	rt    *wasmhost.Runtime
 	store blob.Store
 	dir   string
 
 	mu      sync.Mutex
-	entries map[string]*moduleEntry // digest -> entry
-	loads   int                     // fetch-and-compiles started, for tests
-	clock   uint64                  // ticks on every use, for LRU order
-	max     int
+	mem     *lru[*wasmhost.Module]  // compiled modules by digest
+	disk    *lru[struct{}]          // files under dir by digest
+	loading map[string]*moduleLoad // fetch-and-compiles under way
+	loads   int                    // fetch-and-compiles started, for tests
 	warm    warmer
 }
 
-// DefaultCachedModules is how many compiled modules a ModuleCache keeps.
-const DefaultCachedModules = 32
+// Default budgets of a ModuleCache (tm.Config, `sluice tm` flags).
+const (
+	DefaultModuleMemoryBudget = 512 << 20
+	DefaultModuleDiskBudget   = 512 << 20
+)
 
-type moduleEntry struct {
+type moduleLoad struct {
 	ready chan struct{}
 	mod   *wasmhost.Module
 	err   error
-	used  uint64 // the cache's clock at the last use
 }
 
-// NewModuleCache returns an empty cache; dir "" disables the disk copy.
-func NewModuleCache(rt *wasmhost.Runtime, store blob.Store, dir string) *ModuleCache {
-	return &ModuleCache{rt: rt, store: store, dir: dir, entries: make(map[string]*moduleEntry),
-		max: DefaultCachedModules, warm: warmer{limit: DefaultWarmLimit}}
+// NewModuleCache returns an empty cache with budgets memory and disk bytes
+// (0 or less means the defaults); dir "" disables the disk copy. Files
+// already under dir count against the disk budget, the oldest going first.
+func NewModuleCache(rt *wasmhost.Runtime, store blob.Store, dir string, memory, disk int64) *ModuleCache {
+	if memory <= 0 {
+		memory = DefaultModuleMemoryBudget
+	}
+	if disk <= 0 {
+		disk = DefaultModuleDiskBudget
+	}
+	c := &ModuleCache{rt: rt, store: store, dir: dir, mem: newLRU[*wasmhost.Module](memory),
+		disk: newLRU[struct{}](disk), loading: make(map[string]*moduleLoad), warm: warmer{limit: DefaultWarmLimit}}
+	c.scanDisk()
+	return c
+}
+
+// scanDisk counts the files a previous run left, oldest first.
+func (c *ModuleCache) scanDisk() {
+	if c.dir == "" {
+		return
+	}
+	ents, err := os.ReadDir(c.dir)
+	if err != nil {
+		return // none yet
+	}
+	type file struct {
+		digest string
+		size   int64
+		mod    time.Time
+	}
+	var files []file
+	for _, e := range ents {
+		name := e.Name()
+		digest, ok := strings.CutSuffix(name, ".wasm")
+		if !ok || c.diskPath(digest) == "" {
+			continue
+		}
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
+			files = append(files, file{digest, info.Size(), info.ModTime()})
+		}
+	}
+	slices.SortFunc(files, func(a, b file) int { return a.mod.Compare(b.mod) })
+	for _, f := range files {
+		c.removeFiles(c.disk.add(f.digest, struct{}{}, f.size, 0))
+	}
 }
 
 // Module returns the compiled module with this digest, fetching it from the
-// tenant's modules in the blob store if needed. Failures are not cached.
-func (c *ModuleCache) Module(ctx context.Context, tenant, digest string) (*wasmhost.Module, error) {
-	c.mu.Lock()
-	c.clock++
-	e, ok := c.entries[digest]
-	if !ok {
-		e = &moduleEntry{ready: make(chan struct{}), used: c.clock}
-		c.entries[digest] = e
-		c.loads++
-		c.mu.Unlock()
-		mod, err := c.load(ctx, tenant, digest)
-		c.mu.Lock()
-		e.mod, e.err = mod, err // under mu: evictLocked reads other entries' mod
-		if e.err != nil {
-			delete(c.entries, digest)
-		} else {
-			c.evictLocked()
-		}
-		c.mu.Unlock()
-		close(e.ready)
-		return e.mod, e.err
+// tenant's modules in the blob store if needed, and holds it in the cache
+// until release is called (once; a task calls it when it ends). Failures
+// are not cached.
+func (c *ModuleCache) Module(ctx context.Context, tenant, digest string) (*wasmhost.Module, func(), error) {
+	mod, err := c.get(ctx, tenant, digest, true)
+	if err != nil {
+		return nil, nil, err
 	}
-	e.used = c.clock
-	c.mu.Unlock()
-	select {
-	case <-e.ready:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	if e.err != nil {
-		return c.Module(ctx, tenant, digest) // the loader failed; try ourselves
-	}
-	return e.mod, nil
+	var once sync.Once
+	return mod, func() {
+		once.Do(func() {
+			c.mu.Lock()
+			ev := c.mem.unpin(digest)
+			c.mu.Unlock()
+			c.forget(ev)
+		})
+	}, nil
 }
 
-// evictLocked drops the least recently used compiled modules beyond max;
-// loads in progress stay.
-func (c *ModuleCache) evictLocked() {
-	for len(c.entries) > c.max {
-		var oldest string
-		for d, e := range c.entries {
-			if e.mod == nil {
-				continue // loading, or failed and about to go
+// get returns the module, pinned when pin is set.
+func (c *ModuleCache) get(ctx context.Context, tenant, digest string, pin bool) (*wasmhost.Module, error) {
+	for {
+		c.mu.Lock()
+		if mod, ok := c.mem.get(digest); ok {
+			if pin {
+				c.mem.pin(digest)
 			}
-			if oldest == "" || e.used < c.entries[oldest].used {
-				oldest = d
+			c.mu.Unlock()
+			return mod, nil
+		}
+		l, ok := c.loading[digest]
+		if !ok {
+			l = &moduleLoad{ready: make(chan struct{})}
+			c.loading[digest] = l
+			c.loads++
+			c.mu.Unlock()
+			mod, err := c.load(ctx, tenant, digest)
+			var ev []lruEvicted[*wasmhost.Module]
+			c.mu.Lock()
+			l.mod, l.err = mod, err
+			delete(c.loading, digest)
+			if err == nil {
+				pins := 0
+				if pin {
+					pins = 1
+				}
+				ev = c.mem.add(digest, mod, mod.SizeBytes(), pins)
 			}
+			c.mu.Unlock()
+			close(l.ready)
+			c.forget(ev)
+			return mod, err
 		}
-		if oldest == "" {
-			return
+		c.mu.Unlock()
+		select {
+		case <-l.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
-		delete(c.entries, oldest)
+		// Loaded (look again, to pin it) or failed (try ourselves).
+	}
+}
+
+// forget tells the runtime to let go of evicted modules; a task still
+// running one keeps it alive.
+func (c *ModuleCache) forget(ev []lruEvicted[*wasmhost.Module]) {
+	for _, e := range ev {
+		c.rt.Forget(e.key)
+	}
+}
+
+// removeFiles deletes the files of evicted digests. Best effort: a file
+// left behind is found and counted again at the next start.
+func (c *ModuleCache) removeFiles(ev []lruEvicted[struct{}]) {
+	for _, e := range ev {
+		if p := c.diskPath(e.key); p != "" {
+			_ = os.Remove(p)
+		}
 	}
 }
 
@@ -114,7 +189,38 @@ func (c *ModuleCache) evictLocked() {
 func (c *ModuleCache) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.entries)
+	return len(c.mem.items)
+}
+
+// CacheStats are a ModuleCache's figures, per layer.
+type CacheStats struct {
+	// MemoryEntries and MemoryBytes are the compiled modules held and their
+	// estimated size; MemoryEvictions counts those evicted.
+	MemoryEntries   int
+	MemoryBytes     int64
+	MemoryEvictions uint64
+	// DiskEntries and DiskBytes are the module files under the cache dir;
+	// DiskEvictions counts those deleted.
+	DiskEntries   int
+	DiskBytes     int64
+	DiskEvictions uint64
+	// Compiled is the runtime's on-disk compile cache.
+	Compiled wasmhost.CacheDirStats
+	// Loads counts fetch-and-compiles started (a miss in memory).
+	Loads int
+}
+
+// Stats reports the cache's figures.
+func (c *ModuleCache) Stats() CacheStats {
+	c.mu.Lock()
+	s := CacheStats{
+		MemoryEntries: len(c.mem.items), MemoryBytes: c.mem.bytes, MemoryEvictions: c.mem.evictions,
+		DiskEntries: len(c.disk.items), DiskBytes: c.disk.bytes, DiskEvictions: c.disk.evictions,
+		Loads: c.loads,
+	}
+	c.mu.Unlock()
+	s.Compiled = c.rt.CacheDirStats()
+	return s
 }
 
 func (c *ModuleCache) load(ctx context.Context, tenant, digest string) (*wasmhost.Module, error) {
@@ -138,6 +244,11 @@ func (c *ModuleCache) bytes(ctx context.Context, tenant, digest string) ([]byte,
 	path := c.diskPath(digest)
 	if path != "" {
 		if b, err := os.ReadFile(path); err == nil && digestOf(b) == digest {
+			c.mu.Lock()
+			if _, ok := c.disk.get(digest); !ok {
+				c.removeFiles(c.disk.add(digest, struct{}{}, int64(len(b)), 0))
+			}
+			c.mu.Unlock()
 			return b, nil
 		}
 	}
@@ -153,7 +264,11 @@ func (c *ModuleCache) bytes(ctx context.Context, tenant, digest string) ([]byte,
 	}
 	if path != "" {
 		// Best effort: a failed write only costs a download next time.
-		_ = writeFileAtomic(path, b)
+		if writeFileAtomic(path, b) == nil {
+			c.mu.Lock()
+			c.removeFiles(c.disk.add(digest, struct{}{}, int64(len(b)), 0))
+			c.mu.Unlock()
+		}
 	}
 	return b, nil
 }

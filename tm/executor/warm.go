@@ -39,10 +39,10 @@ func (c *ModuleCache) Warm(ctx context.Context, refs []control.ModuleRef) int {
 	w := &c.warm
 	n := 0
 	for _, r := range refs {
-		if _, held := c.entries[r.Digest]; held || w.queued[r.Digest] {
+		if _, held := c.mem.items[r.Digest]; held || c.loading[r.Digest] != nil || w.queued[r.Digest] {
 			continue
 		}
-		if len(c.entries)+len(w.queue) >= w.limit {
+		if len(c.mem.items)+len(c.loading)+len(w.queue) >= w.limit {
 			break
 		}
 		if w.queued == nil {
@@ -78,6 +78,6 @@ func (c *ModuleCache) warmLoop(ctx context.Context) {
 		delete(w.queued, r.Digest)
 		c.mu.Unlock()
 		// Failures are the deployment's to report.
-		_, _ = c.Module(ctx, r.Tenant, r.Digest)
+		_, _ = c.get(ctx, r.Tenant, r.Digest, false)
 	}
 }

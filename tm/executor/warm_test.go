@@ -62,7 +62,7 @@ func warmModules(t *testing.T) (*ModuleCache, []control.ModuleRef) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := NewModuleCache(rt, store, "")
+	c := NewModuleCache(rt, store, "", 0, 0)
 	t.Cleanup(func() { c.Wait(); rt.Close(context.Background()) })
 	return c, refs
 }
@@ -100,7 +100,7 @@ func TestWarmCompilesWithoutADeployment(t *testing.T) {
 		t.Fatalf("%d compiles for 2 modules", got)
 	}
 	for _, r := range refs {
-		m, err := c.Module(ctx, r.Tenant, r.Digest)
+		m, err := use(ctx, c, r)
 		if err != nil || m.Digest() != r.Digest {
 			t.Fatalf("module %s after warming: %v", r.Digest, err)
 		}
@@ -124,7 +124,7 @@ func TestWarmIsBounded(t *testing.T) {
 	if n := c.Warm(ctx, refs[1:]); n != 0 || c.loadCount() != 1 {
 		t.Fatalf("queued %d more at the limit; %d compiles", n, c.loadCount())
 	}
-	if _, err := c.Module(ctx, refs[1].Tenant, refs[1].Digest); err != nil {
+	if _, err := use(ctx, c, refs[1]); err != nil {
 		t.Fatal(err)
 	}
 	if c.Len() != 2 {
@@ -146,25 +146,73 @@ func TestWarmChecksTheTenant(t *testing.T) {
 	}
 }
 
-// TestModuleCacheDropsTheLeastRecentlyUsed checks that the cache holds at
-// most its maximum of compiled modules, dropping the one used longest ago,
-// and compiles a dropped one again when it is asked for.
+// use gets r's module from c and gives it back, as a task that ended.
+func use(ctx context.Context, c *ModuleCache, r control.ModuleRef) (*wasmhost.Module, error) {
+	m, release, err := c.Module(ctx, r.Tenant, r.Digest)
+	if err != nil {
+		return nil, err
+	}
+	release()
+	return m, nil
+}
+
+// TestModuleCacheDropsTheLeastRecentlyUsed checks that the cache holds
+// compiled modules within its memory budget, dropping the one used longest
+// ago, and compiles a dropped one again when it is asked for.
 func TestModuleCacheDropsTheLeastRecentlyUsed(t *testing.T) {
 	c, refs := warmModules(t)
-	c.max = 1
 	ctx := t.Context()
+	var size int64
 	for _, r := range refs {
-		if _, err := c.Module(ctx, r.Tenant, r.Digest); err != nil {
+		m, err := use(ctx, c, r)
+		if err != nil {
 			t.Fatal(err)
 		}
+		size += m.SizeBytes()
 	}
-	if c.Len() != 1 {
-		t.Fatalf("%d modules held, want the maximum of 1", c.Len())
+	c.mu.Lock()
+	c.mem.budget = size - 1 // room for either module, not both
+	c.mu.Unlock()
+	// The next release finds the cache over budget: refs[0], used
+	// longer ago, goes.
+	if _, err := use(ctx, c, refs[1]); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := c.Module(ctx, refs[1].Tenant, refs[1].Digest); err != nil || c.loadCount() != 2 {
+	if st := c.Stats(); st.MemoryBytes > size-1 || st.MemoryEntries != 1 || st.MemoryEvictions != 1 || st.Loads != 2 {
+		t.Fatalf("after shrinking the budget to %d: %+v", size-1, st)
+	}
+	if _, err := use(ctx, c, refs[1]); err != nil || c.loadCount() != 2 {
 		t.Fatalf("the most recent module was compiled again (%d compiles): %v", c.loadCount(), err)
 	}
-	if _, err := c.Module(ctx, refs[0].Tenant, refs[0].Digest); err != nil || c.loadCount() != 3 {
+	if _, err := use(ctx, c, refs[0]); err != nil || c.loadCount() != 3 {
 		t.Fatalf("the dropped module was not compiled again (%d compiles): %v", c.loadCount(), err)
+	}
+}
+
+// TestModuleCacheKeepsAHeldModule checks that a module a task holds stays
+// however small the budget, and goes when the task gives it back.
+func TestModuleCacheKeepsAHeldModule(t *testing.T) {
+	c, refs := warmModules(t)
+	ctx := t.Context()
+	c.mem.budget = 1 // below any module
+	m, release, err := c.Module(ctx, refs[0].Tenant, refs[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := use(ctx, c, refs[1]); err != nil {
+		t.Fatal(err)
+	}
+	if _, again, err := c.Module(ctx, refs[0].Tenant, refs[0].Digest); err != nil || c.loadCount() != 2 {
+		t.Fatalf("a held module was evicted (%d compiles): %v", c.loadCount(), err)
+	} else {
+		again()
+	}
+	if st := c.Stats(); st.MemoryEntries != 1 || st.MemoryBytes != m.SizeBytes() {
+		t.Fatalf("with one module held and a budget of 1 byte: %+v", st)
+	}
+	release()
+	release() // a second call changes nothing
+	if st := c.Stats(); st.MemoryEntries != 0 || st.MemoryBytes != 0 || st.MemoryEvictions != 2 {
+		t.Fatalf("after the task gave its module back: %+v", st)
 	}
 }

@@ -54,9 +54,10 @@ type Spec struct {
 }
 
 // ModuleSource gives the compiled module of a tenant by digest (fetched
-// from the blob store, verified, compiled and cached).
+// from the blob store, verified, compiled and cached), held for the task
+// until it calls release, so the cache never evicts it under the task.
 type ModuleSource interface {
-	Module(ctx context.Context, tenant, digest string) (*wasmhost.Module, error)
+	Module(ctx context.Context, tenant, digest string) (mod *wasmhost.Module, release func(), err error)
 }
 
 // SplitSource hands a text-source task its input splits, one at a time;
@@ -137,6 +138,8 @@ type task struct {
 	spec Spec
 	deps Deps
 	log  *slog.Logger
+	// releaseModule gives the module back to the cache when the task ends.
+	releaseModule func()
 
 	textHead     bool
 	nexmarkHead  bool // the head is a nexmark source (nexmark.go)
@@ -346,11 +349,12 @@ func (t *task) open(ctx context.Context) error {
 		return fmt.Errorf("task %s: %w", id, err)
 	}
 	if len(t.guest) > 0 {
-		mod, err := t.deps.Modules.Module(ctx, t.spec.Tenant, t.spec.ModuleDigest)
+		mod, release, err := t.deps.Modules.Module(ctx, t.spec.Tenant, t.spec.ModuleDigest)
 		if err != nil {
 			return fmt.Errorf("task %s: module %s: %w", id, t.spec.ModuleDigest, err)
 		}
 		t.mod = mod
+		t.releaseModule = release
 		var state *wasmhost.State
 		if t.spec.Restore != nil {
 			if state, err = t.restoreState(ctx); err != nil {
@@ -991,5 +995,8 @@ func (t *task) cleanup(ctx context.Context) {
 		if err := t.inst.Close(cctx); err != nil {
 			t.log.Debug("closing the guest instance", "err", err)
 		}
+	}
+	if t.releaseModule != nil {
+		t.releaseModule()
 	}
 }

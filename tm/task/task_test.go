@@ -76,11 +76,11 @@ func testGuest(t testing.TB) *wasmhost.Module {
 
 type oneModule struct{ m *wasmhost.Module }
 
-func (o oneModule) Module(_ context.Context, _, digest string) (*wasmhost.Module, error) {
+func (o oneModule) Module(_ context.Context, _, digest string) (*wasmhost.Module, func(), error) {
 	if o.m == nil || digest != o.m.Digest() {
-		return nil, fmt.Errorf("no module %s", digest)
+		return nil, nil, fmt.Errorf("no module %s", digest)
 	}
-	return o.m, nil
+	return o.m, func() {}, nil
 }
 
 // splitQueue is the JobMaster's split assigner, shared by a source's

@@ -34,6 +34,11 @@ type Config struct {
 	BlobURL string
 	// CacheDir holds compiled modules across runs; empty means Dir/cache.
 	CacheDir string
+	// ModuleCacheMemory and ModuleCacheDisk are every TaskManager's module
+	// cache budgets (tm.Config); the disk budget's compiled share bounds
+	// the shared runtime's compile cache. 0 means the tm defaults.
+	ModuleCacheMemory int64
+	ModuleCacheDisk   int64
 	// Logger receives every component's logs; nil means a logger that
 	// discards them.
 	Logger *slog.Logger
@@ -127,9 +132,10 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if c.cacheDir == "" {
 		c.cacheDir = filepath.Join(c.dir, "cache")
 	}
+	_, compiledBudget := tm.DiskBudgets(cfg.ModuleCacheDisk)
 	// One wasm runtime per process, shared by the JobManager (plans) and
 	// every TaskManager (tasks), so a module compiles once.
-	rc := wasmhost.NewRuntimeConfig().WithCacheDir(filepath.Join(c.cacheDir, "compiled"))
+	rc := wasmhost.NewRuntimeConfig().WithCacheDir(filepath.Join(c.cacheDir, "compiled")).WithCacheDirBudget(compiledBudget)
 	if cfg.Runtime != nil {
 		rc = cfg.Runtime(rc)
 	}
@@ -220,6 +226,9 @@ func (c *Cluster) AddTaskManager(ctx context.Context, slots int) (*tm.TaskManage
 		ResourceID: fmt.Sprintf("local-tm-%d", n),
 		Logger:     c.log.With("component", "taskmanager"),
 		TLS:        c.cfg.TLS,
+
+		ModuleCacheMemory: c.cfg.ModuleCacheMemory,
+		ModuleCacheDisk:   c.cfg.ModuleCacheDisk,
 
 		DisableMetrics:    c.cfg.DisableMetrics,
 		MetricsListenAddr: metricsAddr(c.cfg.MetricsHost),

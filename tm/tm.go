@@ -59,6 +59,14 @@ type Config struct {
 	// CacheDir keeps module bytes (and, for an owned runtime, compiled
 	// modules) across restarts. Empty means no disk cache.
 	CacheDir string
+	// ModuleCacheMemory bounds the compiled modules kept after their last
+	// task ended (their estimated size); 0 means DefaultModuleCacheMemory.
+	// ModuleCacheDisk bounds the files under CacheDir: a quarter for module
+	// bytes and the rest, for an owned runtime, for compiled machine code
+	// (see DiskBudgets); 0 means DefaultModuleCacheDisk. Least recently used
+	// modules go first; a running task's module never goes.
+	ModuleCacheMemory int64
+	ModuleCacheDisk   int64
 	// ResourceID names this TaskManager to the ResourceManager; empty means
 	// a random id with the host name.
 	ResourceID string
@@ -89,6 +97,23 @@ type Config struct {
 	// report no figures (the JobManager, REST API and dashboard show
 	// zeros); /metrics, if served, has only the slots and the Go runtime.
 	DisableMetrics bool
+}
+
+// Default module cache budgets of a TaskManager.
+const (
+	DefaultModuleCacheMemory = 512 << 20
+	DefaultModuleCacheDisk   = 2 << 30
+)
+
+// DiskBudgets splits a disk budget (0 or less: DefaultModuleCacheDisk)
+// between module bytes (a quarter) and compiled machine code (the rest),
+// which is several times the size of the module it came from.
+func DiskBudgets(total int64) (modules, compiled int64) {
+	if total <= 0 {
+		total = DefaultModuleCacheDisk
+	}
+	modules = max(total/4, 1)
+	return modules, max(total-modules, 1)
 }
 
 // TaskManager is a running TaskManager: a Kitex server with the
@@ -168,7 +193,8 @@ func New(ctx context.Context, cfg Config) (_ *TaskManager, err error) {
 	if t.rt == nil {
 		rc := wasmhost.NewRuntimeConfig()
 		if cfg.CacheDir != "" {
-			rc = rc.WithCacheDir(cfg.CacheDir)
+			_, compiled := DiskBudgets(cfg.ModuleCacheDisk)
+			rc = rc.WithCacheDir(cfg.CacheDir).WithCacheDirBudget(compiled)
 		}
 		if t.rt, err = wasmhost.NewRuntime(ctx, rc); err != nil {
 			return nil, fmt.Errorf("task manager: wasm runtime: %w", err)
@@ -208,6 +234,7 @@ func New(ctx context.Context, cfg Config) (_ *TaskManager, err error) {
 	}
 	jms := rpc.NewJobMasters(cfg.RPC)
 	moduleDir := ""
+	moduleDisk, _ := DiskBudgets(cfg.ModuleCacheDisk)
 	if cfg.CacheDir != "" {
 		moduleDir = cfg.CacheDir + string(os.PathSeparator) + "modules"
 	}
@@ -218,9 +245,12 @@ func New(ctx context.Context, cfg Config) (_ *TaskManager, err error) {
 		Exchange:   t.xchg,
 		JobMasters: jms,
 		CacheDir:   moduleDir,
-		Logger:     log,
-		ResourceID: cfg.ResourceID,
-		OwnLog:     own,
+
+		ModuleMemory: cfg.ModuleCacheMemory,
+		ModuleDisk:   moduleDisk,
+		Logger:       log,
+		ResourceID:   cfg.ResourceID,
+		OwnLog:       own,
 
 		DisableMetrics: cfg.DisableMetrics,
 	})
@@ -290,6 +320,10 @@ func (t *TaskManager) Slots() []control.SlotStatus { return t.ex.SlotReport() }
 
 // RunningTasks returns the execution ids of the tasks not yet ended.
 func (t *TaskManager) RunningTasks() []string { return t.ex.RunningTasks() }
+
+// ModuleCacheStats reports the module cache's figures per layer: compiled
+// modules in memory, module files on disk, and the runtime's compile cache.
+func (t *TaskManager) ModuleCacheStats() executor.CacheStats { return t.ex.Modules().Stats() }
 
 // Close stops the TaskManager: it stops heartbeating, cancels its tasks
 // (reporting them CANCELED while the JobManager still listens), and closes

@@ -144,6 +144,7 @@ serves TLS only and re-reads those files when they change and on SIGHUP.`,
 
 func newTMCmd() *cobra.Command {
 	var jmAddr, listen, dataListen, blobURL, advertise, cacheDir, secretFile, metricsListen, resourceID string
+	cacheMemory, cacheDisk := byteSize(tm.DefaultModuleCacheMemory), byteSize(tm.DefaultModuleCacheDisk)
 	var slots int
 	var memoryBytes int64
 	var noTaskMetrics bool
@@ -210,6 +211,9 @@ change and on SIGHUP.`,
 				MemoryBytes:   memoryBytes,
 				Logger:        log,
 
+				ModuleCacheMemory: int64(cacheMemory),
+				ModuleCacheDisk:   int64(cacheDisk),
+
 				MetricsListenAddr: metricsListen,
 				DisableMetrics:    noTaskMetrics,
 			})
@@ -239,6 +243,8 @@ change and on SIGHUP.`,
 	cmd.Flags().Int64Var(&memoryBytes, "memory-bytes", 0, "memory this TaskManager reports (default: the machine's)")
 	cmd.Flags().StringVar(&blobURL, "blob", os.Getenv(envBlob), "blob store URL, the same as the JobManager's (default $"+envBlob+", else a directory under the user cache dir)")
 	cmd.Flags().StringVar(&cacheDir, "cache-dir", "", "where modules are cached (default: under the user cache dir)")
+	cmd.Flags().Var(&cacheMemory, "module-cache-memory", "memory budget of compiled modules no task runs, least recently used evicted first (e.g. 512MiB)")
+	cmd.Flags().Var(&cacheDisk, "module-cache-disk", "disk budget of --cache-dir: module files and compiled code, least recently used evicted first (e.g. 2GiB)")
 	metricsFlag(cmd, &metricsListen)
 	noTaskMetricsFlag(cmd, &noTaskMetrics)
 	secretFlag(cmd, &secretFile)

@@ -149,6 +149,9 @@ func New(cfg Config) *Executor {
 
 func (e *Executor) now() time.Time { return e.cfg.Now() }
 
+// ModuleCacheStats reports the module cache's figures (ModuleCache.Stats).
+func (e *Executor) ModuleCacheStats() CacheStats { return e.modules.Stats() }
+
 // Modules is the executor's module cache (fetch, verify, compile, keep).
 func (e *Executor) Modules() *ModuleCache { return e.modules }
 

@@ -37,8 +37,8 @@ type ModuleCache struct {
 	dir   string
 
 	mu      sync.Mutex
-	mem     *lru[*wasmhost.Module]  // compiled modules by digest
-	disk    *lru[struct{}]          // files under dir by digest
+	mem     *lru[*wasmhost.Module] // compiled modules by digest
+	disk    *lru[struct{}]         // files under dir by digest
 	loading map[string]*moduleLoad // fetch-and-compiles under way
 	loads   int                    // fetch-and-compiles started, for tests
 	warm    warmer

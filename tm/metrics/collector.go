@@ -16,6 +16,7 @@ type Source interface {
 	GuestFailures() map[string]executor.GuestFailures
 	TenantFuel() map[string]int64
 	SlotReport() []control.SlotStatus
+	ModuleCacheStats() executor.CacheStats
 }
 
 var (
@@ -39,6 +40,7 @@ type Collector struct {
 	opRecordsIn, opRecordsOut                    *prometheus.Desc
 	traps, deadlines, slotsTotal, slotsFree, run *prometheus.Desc
 	fuelLimits, tenantFuel                       *prometheus.Desc
+	cacheEntries, cacheBytes, cacheEvictions     *prometheus.Desc
 }
 
 // NewCollector returns the collector of TaskManager tm (its resource id,
@@ -46,29 +48,32 @@ type Collector struct {
 func NewCollector(tm string, src Source) *Collector {
 	return &Collector{
 		src: src, tm: tm,
-		recordsIn:    taskDesc("records_in_total", "Records handed to the task's chain (a text source's lines)."),
-		recordsOut:   taskDesc("records_out_total", "Records the task's chain emitted."),
-		bytesIn:      taskDesc("bytes_in_total", "Bytes of the task's input buffers (a text source's line bytes)."),
-		bytesOut:     taskDesc("bytes_out_total", "Bytes of the task's output buffers (a collect sink's value bytes)."),
-		busyRate:     taskDesc("busy_ms_per_second", "Milliseconds per second the task was busy, over the last heartbeat interval."),
-		idleRate:     taskDesc("idle_ms_per_second", "Milliseconds per second the task waited for input, over the last heartbeat interval."),
-		bpRate:       taskDesc("back_pressured_ms_per_second", "Milliseconds per second the task waited for output credit, over the last heartbeat interval."),
-		busyTotal:    taskDesc("busy_time_ms_total", "Milliseconds the task was busy since it started."),
-		idleTotal:    taskDesc("idle_time_ms_total", "Milliseconds the task waited for input since it started."),
-		bpTotal:      taskDesc("back_pressured_time_ms_total", "Milliseconds the task waited for output credit since it started."),
-		bufferUsage:  taskDesc("output_buffer_usage", "Share of the task's output credit in use, 0 to 1 (the highest over its outputs)."),
-		memoryPages:  taskDesc("guest_memory_pages", "The guest's linear memory, in 64 KiB pages."),
-		fuel:         taskDesc("guest_fuel_total", "The guest's fuel consumed: checks run at function entries and loop headers."),
-		alignment:    taskDesc("checkpoint_alignment_ms", "How long the task's last checkpoint waited for its barriers to align."),
-		opRecordsIn:  prometheus.NewDesc("sluice_operator_records_in_total", "Records into an operator, where the chain shows them: its head and its host sink.", opLabels, nil),
-		opRecordsOut: prometheus.NewDesc("sluice_operator_records_out_total", "Records out of an operator, where the chain shows them: its host source and its tail.", opLabels, nil),
-		traps:        prometheus.NewDesc("sluice_guest_traps_total", "Tasks whose guest trapped (a trap, stack overflow, memory cap or exit).", []string{"tenant", "tm"}, nil),
-		deadlines:    prometheus.NewDesc("sluice_guest_deadline_hits_total", "Tasks whose guest call ran past its deadline.", []string{"tenant", "tm"}, nil),
-		fuelLimits:   prometheus.NewDesc("sluice_guest_fuel_limit_hits_total", "Tasks whose guest call used its fuel limit (sandbox.call-fuel, the call_fuel quota).", []string{"tenant", "tm"}, nil),
-		tenantFuel:   prometheus.NewDesc("sluice_tenant_fuel_total", "Fuel the tenant's guests spent on the TaskManager, over all its tasks: what its CPU share (cpu_weight) divides.", []string{"tenant", "tm"}, nil),
-		slotsTotal:   prometheus.NewDesc("sluice_taskmanager_slots_total", "Task slots of the TaskManager.", []string{"tm"}, nil),
-		slotsFree:    prometheus.NewDesc("sluice_taskmanager_slots_free", "Task slots of the TaskManager that hold no allocation.", []string{"tm"}, nil),
-		run:          prometheus.NewDesc("sluice_taskmanager_tasks_running", "Tasks running on the TaskManager.", []string{"tm"}, nil),
+		recordsIn:      taskDesc("records_in_total", "Records handed to the task's chain (a text source's lines)."),
+		recordsOut:     taskDesc("records_out_total", "Records the task's chain emitted."),
+		bytesIn:        taskDesc("bytes_in_total", "Bytes of the task's input buffers (a text source's line bytes)."),
+		bytesOut:       taskDesc("bytes_out_total", "Bytes of the task's output buffers (a collect sink's value bytes)."),
+		busyRate:       taskDesc("busy_ms_per_second", "Milliseconds per second the task was busy, over the last heartbeat interval."),
+		idleRate:       taskDesc("idle_ms_per_second", "Milliseconds per second the task waited for input, over the last heartbeat interval."),
+		bpRate:         taskDesc("back_pressured_ms_per_second", "Milliseconds per second the task waited for output credit, over the last heartbeat interval."),
+		busyTotal:      taskDesc("busy_time_ms_total", "Milliseconds the task was busy since it started."),
+		idleTotal:      taskDesc("idle_time_ms_total", "Milliseconds the task waited for input since it started."),
+		bpTotal:        taskDesc("back_pressured_time_ms_total", "Milliseconds the task waited for output credit since it started."),
+		bufferUsage:    taskDesc("output_buffer_usage", "Share of the task's output credit in use, 0 to 1 (the highest over its outputs)."),
+		memoryPages:    taskDesc("guest_memory_pages", "The guest's linear memory, in 64 KiB pages."),
+		fuel:           taskDesc("guest_fuel_total", "The guest's fuel consumed: checks run at function entries and loop headers."),
+		alignment:      taskDesc("checkpoint_alignment_ms", "How long the task's last checkpoint waited for its barriers to align."),
+		opRecordsIn:    prometheus.NewDesc("sluice_operator_records_in_total", "Records into an operator, where the chain shows them: its head and its host sink.", opLabels, nil),
+		opRecordsOut:   prometheus.NewDesc("sluice_operator_records_out_total", "Records out of an operator, where the chain shows them: its host source and its tail.", opLabels, nil),
+		traps:          prometheus.NewDesc("sluice_guest_traps_total", "Tasks whose guest trapped (a trap, stack overflow, memory cap or exit).", []string{"tenant", "tm"}, nil),
+		deadlines:      prometheus.NewDesc("sluice_guest_deadline_hits_total", "Tasks whose guest call ran past its deadline.", []string{"tenant", "tm"}, nil),
+		fuelLimits:     prometheus.NewDesc("sluice_guest_fuel_limit_hits_total", "Tasks whose guest call used its fuel limit (sandbox.call-fuel, the call_fuel quota).", []string{"tenant", "tm"}, nil),
+		tenantFuel:     prometheus.NewDesc("sluice_tenant_fuel_total", "Fuel the tenant's guests spent on the TaskManager, over all its tasks: what its CPU share (cpu_weight) divides.", []string{"tenant", "tm"}, nil),
+		slotsTotal:     prometheus.NewDesc("sluice_taskmanager_slots_total", "Task slots of the TaskManager.", []string{"tm"}, nil),
+		slotsFree:      prometheus.NewDesc("sluice_taskmanager_slots_free", "Task slots of the TaskManager that hold no allocation.", []string{"tm"}, nil),
+		run:            prometheus.NewDesc("sluice_taskmanager_tasks_running", "Tasks running on the TaskManager.", []string{"tm"}, nil),
+		cacheEntries:   prometheus.NewDesc("sluice_module_cache_entries", "Modules held by a layer of the module cache: memory (compiled), disk (module files), compiled (the compile cache's files).", []string{"layer", "tm"}, nil),
+		cacheBytes:     prometheus.NewDesc("sluice_module_cache_bytes", "Bytes held by a layer of the module cache (memory: the compiled modules' estimated size).", []string{"layer", "tm"}, nil),
+		cacheEvictions: prometheus.NewDesc("sluice_module_cache_evictions_total", "Entries a layer of the module cache evicted to stay within its budget.", []string{"layer", "tm"}, nil),
 	}
 }
 
@@ -79,6 +84,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.busyTotal, c.idleTotal, c.bpTotal, c.bufferUsage, c.memoryPages, c.fuel, c.alignment,
 		c.opRecordsIn, c.opRecordsOut, c.traps, c.deadlines, c.slotsTotal, c.slotsFree, c.run,
 		c.fuelLimits, c.tenantFuel,
+		c.cacheEntries, c.cacheBytes, c.cacheEvictions,
 	} {
 		ch <- d
 	}
@@ -126,6 +132,21 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.slotsTotal, prometheus.GaugeValue, float64(len(slots)), c.tm)
 	ch <- prometheus.MustNewConstMetric(c.slotsFree, prometheus.GaugeValue, float64(free), c.tm)
 	ch <- prometheus.MustNewConstMetric(c.run, prometheus.GaugeValue, float64(running), c.tm)
+	cs := c.src.ModuleCacheStats()
+	for _, l := range []struct {
+		layer     string
+		entries   int
+		bytes     int64
+		evictions uint64
+	}{
+		{"memory", cs.MemoryEntries, cs.MemoryBytes, cs.MemoryEvictions},
+		{"disk", cs.DiskEntries, cs.DiskBytes, cs.DiskEvictions},
+		{"compiled", cs.Compiled.Entries, cs.Compiled.Bytes, cs.Compiled.Evictions},
+	} {
+		ch <- prometheus.MustNewConstMetric(c.cacheEntries, prometheus.GaugeValue, float64(l.entries), l.layer, c.tm)
+		ch <- prometheus.MustNewConstMetric(c.cacheBytes, prometheus.GaugeValue, float64(l.bytes), l.layer, c.tm)
+		ch <- prometheus.MustNewConstMetric(c.cacheEvictions, prometheus.CounterValue, float64(l.evictions), l.layer, c.tm)
+	}
 }
 
 func (c *Collector) collectTask(ch chan<- prometheus.Metric, st executor.TaskStat) {

@@ -8,6 +8,7 @@ import (
 	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/promtest"
 	"github.com/sluicehq/sluice/tm/executor"
+	"github.com/sluicehq/sluice/wasmhost"
 )
 
 type fakeSource struct {
@@ -15,12 +16,14 @@ type fakeSource struct {
 	failures map[string]executor.GuestFailures
 	slots    []control.SlotStatus
 	fuel     map[string]int64
+	cache    executor.CacheStats
 }
 
 func (f fakeSource) TaskStats() []executor.TaskStat                   { return f.stats }
 func (f fakeSource) GuestFailures() map[string]executor.GuestFailures { return f.failures }
 func (f fakeSource) SlotReport() []control.SlotStatus                 { return f.slots }
 func (f fakeSource) TenantFuel() map[string]int64                     { return f.fuel }
+func (f fakeSource) ModuleCacheStats() executor.CacheStats            { return f.cache }
 
 func TestCollectorExportsTasksFailuresAndSlots(t *testing.T) {
 	src := fakeSource{
@@ -39,6 +42,8 @@ func TestCollectorExportsTasksFailuresAndSlots(t *testing.T) {
 		failures: map[string]executor.GuestFailures{"acme": {Traps: 2, Deadlines: 1, FuelLimits: 3}},
 		fuel:     map[string]int64{"acme": 99999, "beta": 5},
 		slots:    []control.SlotStatus{{Index: 0, AllocationID: "a"}, {Index: 1}, {Index: 2}},
+		cache: executor.CacheStats{MemoryEntries: 3, MemoryBytes: 300, MemoryEvictions: 4, DiskEntries: 5, DiskBytes: 500,
+			DiskEvictions: 6, Compiled: wasmhost.CacheDirStats{Entries: 7, Bytes: 700, Evictions: 8}},
 	}
 	got := promtest.Gather(t, NewCollector("tm1", src))
 	src1 := "job_id=j1,job_name=wc,subtask=0,task=lines -> split,tenant=acme,tm=tm1"
@@ -77,6 +82,15 @@ func TestCollectorExportsTasksFailuresAndSlots(t *testing.T) {
 		"sluice_taskmanager_slots_total{tm=tm1}":                       3,
 		"sluice_taskmanager_slots_free{tm=tm1}":                        2,
 		"sluice_taskmanager_tasks_running{tm=tm1}":                     2,
+		"sluice_module_cache_entries{layer=memory,tm=tm1}":             3,
+		"sluice_module_cache_bytes{layer=memory,tm=tm1}":               300,
+		"sluice_module_cache_evictions_total{layer=memory,tm=tm1}":     4,
+		"sluice_module_cache_entries{layer=disk,tm=tm1}":               5,
+		"sluice_module_cache_bytes{layer=disk,tm=tm1}":                 500,
+		"sluice_module_cache_evictions_total{layer=disk,tm=tm1}":       6,
+		"sluice_module_cache_entries{layer=compiled,tm=tm1}":           7,
+		"sluice_module_cache_bytes{layer=compiled,tm=tm1}":             700,
+		"sluice_module_cache_evictions_total{layer=compiled,tm=tm1}":   8,
 	}
 	for k, v := range want {
 		if g, ok := got[k]; !ok || g != v {

@@ -51,26 +51,32 @@ func (d *diskCache) sweep(digest string) {
 	defer d.mu.Unlock()
 	var files []cacheFile
 	var total int64
-	_ = filepath.WalkDir(d.dir, func(path string, e fs.DirEntry, err error) error {
-		if err != nil || e.IsDir() || strings.HasSuffix(path, ".tmp") {
-			return nil // a .tmp is a write under way
-		}
-		info, err := e.Info()
-		if err != nil {
-			return nil
-		}
-		if _, known := d.owner[path]; !known {
-			// Files there before (the first sweep's) stay nobody's: a
-			// restarted runtime cannot tell whose they are.
-			d.owner[path] = digest
-			if digest != "" {
-				d.files[digest] = append(d.files[digest], path)
+	// Only wazero's own directories (one per wazero version, CPU and OS):
+	// the directory may be shared, as the TaskManager's cache dir is with
+	// its module files.
+	subs, _ := filepath.Glob(filepath.Join(d.dir, "wazero-*"))
+	for _, sub := range subs {
+		_ = filepath.WalkDir(sub, func(path string, e fs.DirEntry, err error) error {
+			if err != nil || e.IsDir() || strings.HasSuffix(path, ".tmp") {
+				return nil // a .tmp is a write under way
 			}
-		}
-		files = append(files, cacheFile{path, info.Size(), info.ModTime()})
-		total += info.Size()
-		return nil
-	})
+			info, err := e.Info()
+			if err != nil {
+				return nil
+			}
+			if _, known := d.owner[path]; !known {
+				// Files there before (the first sweep's) stay nobody's: a
+				// restarted runtime cannot tell whose they are.
+				d.owner[path] = digest
+				if digest != "" {
+					d.files[digest] = append(d.files[digest], path)
+				}
+			}
+			files = append(files, cacheFile{path, info.Size(), info.ModTime()})
+			total += info.Size()
+			return nil
+		})
+	}
 	if digest != "" {
 		now := time.Now()
 		for _, p := range d.files[digest] {

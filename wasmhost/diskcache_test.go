@@ -45,6 +45,13 @@ func TestDiskCacheKeepsTheRecentlyUsedWithinBudget(t *testing.T) {
 	write("prev1", 100, old)
 	write("prev2", 100, old.Add(time.Minute))
 	write("partial.123.tmp", 1000, old) // a write under way: not counted, not touched
+	// Not wazero's: the TaskManager keeps module files beside it.
+	if err := os.MkdirAll(filepath.Join(dir, "modules"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "modules", "m.wasm"), make([]byte, 1000), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	d := newDiskCache(dir, 300)
 	d.sweep("")
 	if d.entries != 2 || d.bytes != 200 || d.evictions != 0 {
@@ -81,5 +88,8 @@ func TestDiskCacheKeepsTheRecentlyUsedWithinBudget(t *testing.T) {
 	d.sweep("sha256-huge")
 	if d.bytes > 300 {
 		t.Fatalf("%d bytes left with a budget of 300", d.bytes)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "modules", "m.wasm")); err != nil {
+		t.Fatalf("a file outside wazero's directories: %v", err)
 	}
 }

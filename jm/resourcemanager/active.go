@@ -52,8 +52,8 @@ type activeState struct {
 	// RequestTaskManager returned them; emptied when no request is in
 	// flight.
 	endedEarly map[string]string
-	failures int // consecutive failed requests
-	retryAt  time.Time
+	failures   int // consecutive failed requests
+	retryAt    time.Time
 }
 
 func (c *Config) activeDefaults() {

@@ -478,6 +478,14 @@ func (s *Server) Dispatcher() *dispatcher.Dispatcher { return s.d }
 // ResourceManager returns the ResourceManager, for in-process use.
 func (s *Server) ResourceManager() *resourcemanager.ResourceManager { return s.rm }
 
+// Closed reports whether Close has begun (an HA leader that lost its
+// lease is closed).
+func (s *Server) Closed() bool {
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	return s.bgCtx.Err() != nil
+}
+
 // Close stops the JobManager: live jobs are suspended (their tasks canceled
 // and slots freed, best effort), then the server and the ResourceManager
 // stop. It is safe to call more than once.

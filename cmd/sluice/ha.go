@@ -103,7 +103,7 @@ func resolveJM(ctx context.Context, addr string) (string, error) {
 // with backoff while etcd is unreachable), then stands by and leads in
 // turn (jm.RunHA), printing "jobmanager listening on" each time it starts
 // to lead.
-func runHAJobManager(ctx context.Context, cmd *cobra.Command, cfg jm.Config, o haOptions) error {
+func runHAJobManager(ctx context.Context, cmd *cobra.Command, cfg jm.Config, o haOptions, tenantsFile string) error {
 	t, err := o.target()
 	if err != nil {
 		return err
@@ -114,8 +114,14 @@ func runHAJobManager(ctx context.Context, cmd *cobra.Command, cfg jm.Config, o h
 		return err
 	}
 	defer cli.Close()
+	// Before the first line is printed: whoever reads it may send SIGHUP
+	// at once, and unhandled it ends the process.
+	hr := &haReload{tenants: cfg.Tenants}
+	waitReload := reloadTenantsOnHangup(ctx, log, tenantsFile, hr.reload)
+	defer waitReload()
 	fmt.Fprintf(cmd.OutOrStdout(), "jobmanager standing by (cluster %s, etcd %s)\n", t.Cluster, strings.Join(t.Endpoints, ","))
 	err = jm.RunHA(ctx, cfg, ha.NewEtcd(cli, t, o.ttl), func(srv *jm.Server) {
+		hr.lead(srv)
 		fmt.Fprintf(cmd.OutOrStdout(), "jobmanager listening on %s\n", srv.Addr())
 		if a := srv.RESTAddr(); a != "" {
 			fmt.Fprintf(cmd.OutOrStdout(), "rest api listening on %s\n", a)

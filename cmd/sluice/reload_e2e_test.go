@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,6 +20,18 @@ import (
 	"github.com/sluicehq/sluice/sdk/client"
 )
 
+// addTenant runs `sluice tenant add name --file file` and returns the
+// new tenant's token.
+func addTenant(t *testing.T, file, name string) string {
+	t.Helper()
+	r := proctest.Sluice(t, nil, "tenant", "add", name, "--file", file)
+	m := regexp.MustCompile(`token: (slc_[A-Za-z0-9_-]{43})`).FindStringSubmatch(r.Stdout)
+	if r.Code != 0 || m == nil {
+		t.Fatalf("tenant add %s: exit %d\n%s%s", name, r.Code, r.Stdout, r.Stderr)
+	}
+	return m[1]
+}
+
 // TestE2EReloadTenantsOnSIGHUP edits the tenants file of a running `sluice
 // jm` and sends SIGHUP: a malformed file changes nothing and the log says
 // where it is wrong; then a revoked token gets UNAUTHENTICATED on its next
@@ -28,14 +41,7 @@ import (
 func TestE2EReloadTenantsOnSIGHUP(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "tenants.json")
-	token := func(name string) string {
-		r := proctest.Sluice(t, nil, "tenant", "add", name, "--file", file)
-		m := regexp.MustCompile(`token: (slc_[A-Za-z0-9_-]{43})`).FindStringSubmatch(r.Stdout)
-		if r.Code != 0 || m == nil {
-			t.Fatalf("tenant add %s: exit %d\n%s%s", name, r.Code, r.Stdout, r.Stderr)
-		}
-		return m[1]
-	}
+	token := func(name string) string { return addTenant(t, file, name) }
 	ta, tb := token("a"), token("b")
 	c := proctest.StartConfig(t, proctest.Config{JMArgs: []string{"--tenants", file}, Slots: []int{2}, Env: []string{"SLUICE_TOKEN=" + ta}, Token: ta})
 	as := func(tok string, args ...string) proctest.Result {
@@ -142,5 +148,50 @@ func writeTenants(t *testing.T, path string, f auth.File) {
 	}
 	if err := os.Rename(path+".tmp", path); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestE2EHAReloadTenantsOnSIGHUP: with --ha, SIGHUP reloads the tenants
+// file on the leader and on a standby alike (neither process ends), and a
+// standby that takes over later serves the reloaded tenants.
+func TestE2EHAReloadTenantsOnSIGHUP(t *testing.T) {
+	proctest.RequireEtcd(t)
+	file := filepath.Join(t.TempDir(), "tenants.json")
+	addTenant(t, file, "a")
+	c := proctest.NewHA(t, proctest.StartEtcd(t), append([]string{"--tenants", file}, haJMArgs...))
+	first, second := c.StartJobManager(), c.StartJobManager()
+	_, lead := c.Leader()
+	standby := first
+	if lead == first {
+		standby = second
+	}
+	tb := addTenant(t, file, "b")
+	for _, j := range c.JMs {
+		j.Signal(t, syscall.SIGHUP)
+	}
+	testutil.CheckFor(t, time.Minute, 20*time.Millisecond, func() error {
+		for _, j := range c.JMs {
+			if !j.Alive() {
+				return fmt.Errorf("a JobManager ended on SIGHUP:\n%s", j.Stderr())
+			}
+			if !strings.Contains(j.Stderr(), "tenants file reloaded") {
+				return fmt.Errorf("a JobManager has not logged the reload:\n%s", j.Stderr())
+			}
+		}
+		return nil
+	})
+	asB := func() proctest.Result { return proctest.Sluice(t, c.Env, "list", "--token", tb) }
+	if r := asB(); r.Code != 0 {
+		t.Fatalf("new tenant b on the leader: exit %d: %s", r.Code, r.Stderr)
+	}
+	lead.Kill()
+	testutil.CheckFor(t, time.Minute, 20*time.Millisecond, func() error {
+		if _, j := c.Leader(); j != standby {
+			return errors.New("the standby does not lead yet")
+		}
+		return nil
+	})
+	if r := asB(); r.Code != 0 {
+		t.Fatalf("new tenant b on the standby that took over: exit %d: %s", r.Code, r.Stderr)
 	}
 }

@@ -89,7 +89,7 @@ serves TLS only and re-reads those files when they change and on SIGHUP.`,
 				MetricsListenAddr:  metricsListen,
 			}
 			if hao.url != "" {
-				return runHAJobManager(ctx, cmd, cfg, hao)
+				return runHAJobManager(ctx, cmd, cfg, hao, tenantsFile)
 			}
 			srv, err := jm.New(ctx, cfg)
 			if err != nil {
@@ -97,7 +97,7 @@ serves TLS only and re-reads those files when they change and on SIGHUP.`,
 			}
 			// Before the address is printed: whoever reads it may send
 			// SIGHUP at once, and unhandled it ends the process.
-			waitReload := reloadTenantsOnHangup(ctx, log, tenantsFile, srv)
+			waitReload := reloadTenantsOnHangup(ctx, log, tenantsFile, srv.ReloadTenants)
 			fmt.Fprintf(cmd.OutOrStdout(), "jobmanager listening on %s\n", srv.Addr())
 			if a := srv.RESTAddr(); a != "" {
 				fmt.Fprintf(cmd.OutOrStdout(), "rest api listening on %s\n", a)

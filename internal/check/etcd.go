@@ -64,18 +64,29 @@ func main() {
 }
 `
 
-// ensureEtcd returns the cached etcd binary, building it in a scratch
-// module (about two minutes) only when it is missing; the binary is
-// renamed into place, so an interrupted build leaves none.
+// ensureEtcd returns the cached etcd binary, building it (about two
+// minutes) only when it is missing.
 func ensureEtcd(ctx context.Context) (string, error) {
+	gomod := "module sluice-etcd\n\ngo 1.26.0\n\nrequire go.etcd.io/etcd/server/v3 " + etcdVersion + "\n"
+	return scratchBuild(ctx, "etcd", etcdVersion, gomod, etcdMain, true)
+}
+
+// scratchBuild returns the cached binary name of version, building it from
+// a scratch module (gomod, mainSrc) when it is missing and build is set;
+// missing and not built, it returns "". The binary is renamed into place,
+// so an interrupted build leaves none.
+func scratchBuild(ctx context.Context, name, version, gomod, mainSrc string, build bool) (string, error) {
 	cache, err := os.UserCacheDir()
 	if err != nil {
 		return "", err
 	}
-	dir := filepath.Join(cache, "sluice", "etcd", etcdVersion)
-	bin := filepath.Join(dir, "etcd")
+	dir := filepath.Join(cache, "sluice", name, version)
+	bin := filepath.Join(dir, name)
 	if fi, err := os.Stat(bin); err == nil && fi.Mode().IsRegular() {
 		return bin, nil
+	}
+	if !build {
+		return "", nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
@@ -85,22 +96,21 @@ func ensureEtcd(ctx context.Context) (string, error) {
 		return "", err
 	}
 	defer os.RemoveAll(src)
-	gomod := "module sluice-etcd\n\ngo 1.26.0\n\nrequire go.etcd.io/etcd/server/v3 " + etcdVersion + "\n"
 	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte(gomod), 0o644); err != nil {
 		return "", err
 	}
-	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte(etcdMain), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte(mainSrc), 0o644); err != nil {
 		return "", err
 	}
-	fmt.Fprintf(os.Stderr, "check: building etcd %s into %s (a few minutes, once per machine)\n", etcdVersion, dir)
+	fmt.Fprintf(os.Stderr, "check: building %s %s into %s (minutes, once per machine)\n", name, version, dir)
 	env := []string{"GOFLAGS=-buildvcs=false", "GOWORK=off"}
 	if _, err := runIn(ctx, src, env, "go", "mod", "tidy"); err != nil {
 		return "", err
 	}
-	if _, err := runIn(ctx, src, env, "go", "build", "-o", filepath.Join(src, "etcd"), "."); err != nil {
+	if _, err := runIn(ctx, src, env, "go", "build", "-o", filepath.Join(src, name), "."); err != nil {
 		return "", err
 	}
-	if err := os.Rename(filepath.Join(src, "etcd"), bin); err != nil {
+	if err := os.Rename(filepath.Join(src, name), bin); err != nil {
 		return "", err
 	}
 	return bin, nil

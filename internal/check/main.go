@@ -24,11 +24,12 @@ func main() {
 	run := flag.String("run", "", "passed to go test -run")
 	pkgs := flag.String("pkgs", "./...", "packages to test")
 	noLint := flag.Bool("no-lint", false, "skip gofmt, vet and the generation check")
+	buildKube := flag.Bool("build-kube-apiserver", false, "build and cache kube-apiserver (about 20 minutes) for the Kubernetes driver's opt-in real-API-server test; once cached it runs on every check")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := check(ctx, *run, *pkgs, !*noLint); err != nil {
+	if err := check(ctx, *run, *pkgs, !*noLint, *buildKube); err != nil {
 		fmt.Fprintln(os.Stderr, "check: FAIL:", err)
 		stop()
 		os.Exit(1)
@@ -36,7 +37,7 @@ func main() {
 	fmt.Fprintln(os.Stderr, "check: all steps passed")
 }
 
-func check(ctx context.Context, runPattern, pkgs string, lint bool) error {
+func check(ctx context.Context, runPattern, pkgs string, lint, buildKube bool) error {
 	root, err := moduleRoot()
 	if err != nil {
 		return err
@@ -98,6 +99,15 @@ func check(ctx context.Context, runPattern, pkgs string, lint bool) error {
 		return fmt.Errorf("build etcd: %w", err)
 	}
 	required = append(required, "SLUICE_ETCD_BIN="+etcdBin)
+	// The opt-in tier: only when cached (or asked to build).
+	kubeBin, err := kubeAPIServer(ctx, buildKube)
+	if err != nil {
+		return fmt.Errorf("build kube-apiserver: %w", err)
+	}
+	if kubeBin != "" {
+		required = append(required, "SLUICE_KUBE_APISERVER_BIN="+kubeBin)
+		fmt.Fprintf(os.Stderr, "check: kube-apiserver %s cached: the Kubernetes driver's real-API-server test runs\n", kubeVersion)
+	}
 
 	step("go test -race")
 	args := []string{"test", "-race", "-count=1", "-timeout=30m", "-v"}

@@ -1,13 +1,8 @@
 package ha
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,52 +10,13 @@ import (
 
 	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/leader"
+	"github.com/sluicehq/sluice/internal/testutil"
 )
 
 // startEtcd runs SLUICE_ETCD_BIN on free ports for the test, or skips.
 func startEtcd(t *testing.T) leader.Target {
 	t.Helper()
-	bin := os.Getenv("SLUICE_ETCD_BIN")
-	if bin == "" {
-		t.Skip("no etcd: set SLUICE_ETCD_BIN to an etcd server binary (go run ./internal/check builds one)")
-	}
-	free := func() string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		return l.Addr().String()
-	}
-	client, peer := free(), free()
-	cmd := exec.Command(bin, "-data-dir", filepath.Join(t.TempDir(), "etcd"), "-listen-client-urls", "http://"+client, "-listen-peer-urls", "http://"+peer)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	ready := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if sc.Text() == "ready" {
-				ready <- true
-			}
-		}
-		ready <- false
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			t.Fatal("etcd exited at start")
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("etcd not ready after a minute")
-	}
-	return leader.Target{Endpoints: []string{client}, Cluster: "t"}
+	return leader.Target{Endpoints: []string{testutil.StartEtcd(t)}, Cluster: "t"}
 }
 
 func connect(t *testing.T, tg leader.Target) *clientv3.Client {

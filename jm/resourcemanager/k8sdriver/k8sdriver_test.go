@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/sluicehq/sluice/internal/control"
@@ -75,8 +76,16 @@ func TestParsePodTemplate(t *testing.T) {
 func setup(t *testing.T, objs ...*corev1.Pod) (*fake.Clientset, *k8sdriver.Driver) {
 	t.Helper()
 	cs := fake.NewClientset()
+	return cs, setupOn(t, cs, objs...)
+}
+
+// setupOn creates the JobManager's pod (and objs) on cs and returns a
+// driver over it.
+func setupOn(t *testing.T, cs kubernetes.Interface, objs ...*corev1.Pod) *k8sdriver.Driver {
+	t.Helper()
 	ctx := context.Background()
-	jm := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "sluice-jm-0", Namespace: "data", UID: types.UID("jm-uid")}}
+	jm := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "sluice-jm-0", Namespace: "data", UID: types.UID("jm-uid")},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "jobmanager", Image: "sluice:dev"}}}}
 	for _, p := range append([]*corev1.Pod{jm}, objs...) {
 		if _, err := cs.CoreV1().Pods("data").Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -90,10 +99,10 @@ func setup(t *testing.T, objs ...*corev1.Pod) (*fake.Clientset, *k8sdriver.Drive
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cs, d
+	return d
 }
 
-func tmPods(t *testing.T, cs *fake.Clientset) []corev1.Pod {
+func tmPods(t *testing.T, cs kubernetes.Interface) []corev1.Pod {
 	t.Helper()
 	l, err := cs.CoreV1().Pods("data").List(context.Background(), metav1.ListOptions{LabelSelector: k8sdriver.LabelCluster + "=prod"})
 	if err != nil {
@@ -124,7 +133,7 @@ func register(t *testing.T, rm *resourcemanager.ResourceManager, id string) {
 	}
 }
 
-func waitPods(t *testing.T, cs *fake.Clientset, n int) []corev1.Pod {
+func waitPods(t *testing.T, cs kubernetes.Interface, n int) []corev1.Pod {
 	t.Helper()
 	var pods []corev1.Pod
 	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
@@ -138,6 +147,16 @@ func waitPods(t *testing.T, cs *fake.Clientset, n int) []corev1.Pod {
 
 func TestPodsFollowTheTemplateAndADeletedOneIsReplaced(t *testing.T) {
 	cs, d := setup(t)
+	podsFollowTheTemplate(t, cs, d)
+}
+
+// podsFollowTheTemplate checks the pods d makes on cs, and that a deleted
+// one is replaced, before and after its TaskManager registered.
+func podsFollowTheTemplate(t *testing.T, cs kubernetes.Interface, d *k8sdriver.Driver) {
+	jm, err := cs.CoreV1().Pods("data").Get(context.Background(), "sluice-jm-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var mu sync.Mutex
 	var lost []resourcemanager.Lost
 	rm := newRM(t, d, func(l resourcemanager.Lost) { mu.Lock(); lost = append(lost, l); mu.Unlock() })
@@ -154,7 +173,7 @@ func TestPodsFollowTheTemplateAndADeletedOneIsReplaced(t *testing.T) {
 			t.Errorf("label %s = %q, want %q (labels %v)", k, p.Labels[k], v, p.Labels)
 		}
 	}
-	if len(p.OwnerReferences) != 1 || p.OwnerReferences[0].Name != "sluice-jm-0" || p.OwnerReferences[0].UID != "jm-uid" || p.OwnerReferences[0].Kind != "Pod" {
+	if len(p.OwnerReferences) != 1 || p.OwnerReferences[0].Name != "sluice-jm-0" || p.OwnerReferences[0].UID != jm.UID || p.OwnerReferences[0].Kind != "Pod" {
 		t.Errorf("owner references %+v", p.OwnerReferences)
 	}
 	if p.Spec.ServiceAccountName != "sluice-tm" || p.Spec.RestartPolicy != corev1.RestartPolicyNever || len(p.Spec.Containers) != 2 {

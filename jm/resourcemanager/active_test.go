@@ -84,9 +84,14 @@ func TestActiveModeStartsTaskManagersAndReleasesIdleOnes(t *testing.T) {
 			t.Fatalf("spec %+v", s)
 		}
 	}
-	if got := rm.Active().Running; len(got) != 2 {
-		t.Fatalf("active overview: %v", got)
-	}
+	// The slots may be allocated before the second RequestTaskManager's
+	// return is recorded.
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if got := rm.Active().Running; len(got) != 2 {
+			return fmt.Errorf("active overview: %v", got)
+		}
+		return nil
+	})
 	// In use: never released, however long.
 	time.Sleep(200 * time.Millisecond) // lets the idle timeout pass four times; nothing may happen
 	if got := m.Released(); len(got) != 0 {

@@ -80,7 +80,10 @@ func RunHA(ctx context.Context, cfg Config, el ha.Elector, onLeader func(*Server
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			l.Resign(rctx)
 			cancel()
-			if errors.Is(err, ha.ErrNotLeader) {
+			switch {
+			case ctx.Err() != nil:
+				return nil // stopped while taking over
+			case errors.Is(err, ha.ErrNotLeader):
 				continue
 			}
 			return fmt.Errorf("lead: %w", err)

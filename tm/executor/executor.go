@@ -267,6 +267,15 @@ func (e *Executor) sessionAllowedLocked(session, what string) error {
 	return nil
 }
 
+// deposed reports whether session is an HA leader session older than the
+// newest seen.
+func (e *Executor) deposed(session string) bool {
+	ep, ok := control.SessionEpoch(session)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return ok && ep < e.newestEpoch
+}
+
 // observeSessionLocked records a newer HA leader session and returns the
 // tasks of older sessions, which the caller cancels: their JobManager was
 // deposed, and the new leader restarts them from its checkpoint.
@@ -557,7 +566,7 @@ func (e *Executor) run(ctx context.Context, t *runningTask) {
 	d := t.d
 	defer e.taskEnded(d.ExecutionID)
 	log := e.taskLogger(t.log, d.ExecutionID).With("job", d.JobID, "task", d.ExecutionID, "tenant", d.Tenant)
-	rep := newReporter(e.ctx, e.cfg.JobMasters, d, e.cfg.ReportTimeout, log, t.cancel)
+	rep := newReporter(e.ctx, e.cfg.JobMasters, d, e.cfg.ReportTimeout, log, t.cancel, func() bool { return e.deposed(d.Fencing.LeaderSession) })
 	// The task leaves the table as soon as it stops running (before its
 	// final report, so nothing waits on a slow JobMaster for it).
 	var removeOnce sync.Once

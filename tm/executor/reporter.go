@@ -24,6 +24,10 @@ type reporter struct {
 	// abandon cancels the task when the JobMaster rejects an update: it no
 	// longer wants this execution (a newer attempt, a canceled job).
 	abandon func()
+	// deposed reports whether the task's JobManager has been deposed
+	// (the TaskManager has seen a newer leader): nobody is left to
+	// report to, and the new leader restarts the job from its checkpoint.
+	deposed func() bool
 
 	mu      sync.Mutex
 	queue   []report
@@ -50,9 +54,9 @@ func (r report) what() []any {
 	}
 }
 
-func newReporter(ctx context.Context, jms JobMasters, d control.Deployment, timeout time.Duration, log *slog.Logger, abandon func()) *reporter {
+func newReporter(ctx context.Context, jms JobMasters, d control.Deployment, timeout time.Duration, log *slog.Logger, abandon func(), deposed func() bool) *reporter {
 	r := &reporter{
-		jms: jms, d: d, timeout: timeout, log: log, abandon: abandon,
+		jms: jms, d: d, timeout: timeout, log: log, abandon: abandon, deposed: deposed,
 		wake: make(chan struct{}, 1),
 		done: make(chan struct{}),
 	}
@@ -127,6 +131,8 @@ func (r *reporter) loop(ctx context.Context) {
 		err := r.deliver(ctx, rep)
 		switch {
 		case err == nil:
+		case errors.Is(err, errDeposed):
+			r.log.Info("dropped a report to a deposed job manager", append(rep.what(), "session", r.d.Fencing.LeaderSession)...)
 		case errors.Is(err, ErrRejected) && rep.update != nil:
 			rejected = true
 			r.log.Info("job master rejected the task's state update: canceling the task", append(rep.what(), "err", err)...)
@@ -141,6 +147,9 @@ func (r *reporter) loop(ctx context.Context) {
 		}
 	}
 }
+
+// errDeposed: the report's JobManager was deposed while it was retried.
+var errDeposed = errors.New("the job manager was deposed")
 
 func (r *reporter) deliver(ctx context.Context, rep report) error {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
@@ -158,6 +167,9 @@ func (r *reporter) deliver(ctx context.Context, rep report) error {
 		}
 		if err == nil || errors.Is(err, ErrRejected) {
 			return err
+		}
+		if r.deposed() {
+			return errDeposed
 		}
 		select {
 		case <-ctx.Done():

@@ -3,8 +3,11 @@ package executor
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
+	"time"
 
+	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/rpcerr"
@@ -64,5 +67,30 @@ func TestHASessionFencing(t *testing.T) {
 	// Sessions without HA keep their old rules: not ordered.
 	if _, ok := control.SessionEpoch("0123abcd"); ok {
 		t.Error("a random session parsed as an HA one")
+	}
+}
+
+// TestReportsToADeposedLeaderAreDropped: a task's reports to a JobManager
+// that cannot be reached are retried for the report timeout — unless the
+// TaskManager learns of a newer leader meanwhile: nobody is left to take
+// them, so they are dropped and shutting down does not wait for them.
+func TestReportsToADeposedLeaderAreDropped(t *testing.T) {
+	store, err := blob.Open(context.Background(), "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	jms := &fakeJMs{fail: 1 << 30} // the old leader is gone
+	e := New(Config{Slots: 1, Blob: store, JobMasters: jms, Logger: slog.New(slog.DiscardHandler), ReportTimeout: time.Hour})
+	d := deployment("j", "j.a0", "a", 0)
+	d.Fencing.LeaderSession = control.HASession(5)
+	if err := e.DeployTask(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	e.ObserveLeaderSession(control.HASession(9))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := e.Close(ctx); err != nil {
+		t.Fatalf("close with reports to a deposed leader still retrying: %v", err)
 	}
 }

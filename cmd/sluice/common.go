@@ -67,11 +67,17 @@ func dial(cmd *cobra.Command, addr string) (*client.Client, error) {
 	if tok == "" {
 		tok = os.Getenv(envToken)
 	}
-	addr, err := resolveJM(cmd.Context(), addr)
+	given := addr
+	addr, err := resolveJM(cmd.Context(), given)
 	if err != nil {
 		return nil, err
 	}
 	opts := []client.Option{client.WithToken(tok)}
+	if addr != given {
+		// HA: a command that outlives the leader (an attached run,
+		// logs --follow) follows it to the next one.
+		opts = append(opts, client.WithLeaderLookup(func(ctx context.Context) (string, error) { return resolveJM(ctx, given) }))
+	}
 	tlsOpt, err := clientTLS(cmd)
 	if err != nil {
 		return nil, err

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -258,4 +260,88 @@ func takeover(log string) string {
 		}
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestE2EHAAttachedRunFollowsTheLeader: an attached `sluice run` against
+// the etcd URL keeps printing its job's collected records while the leader
+// is kill -9ed under it — it follows the new leader and ends with every
+// record printed exactly once. After one more failover the finished job's
+// outcome and records are still served, now from the blob store.
+func TestE2EHAAttachedRunFollowsTheLeader(t *testing.T) {
+	const keys, perKey, rate = 4, 2500, 1000
+	c := proctest.StartHA(t, 2, haJMArgs, 2, 2)
+	run := exec.Command(proctest.Bin(t), "run", "--blob", c.BlobURL, "-p", "2", "--checkpoint-interval", "300ms", "-C", "sandbox.clock=wall",
+		moduleDir(t, "examples/exactlyonce"), "--", "--keys", fmt.Sprint(keys), "--per-key", fmt.Sprint(perKey), "--rate", fmt.Sprint(rate), "--records")
+	run.Env = append(os.Environ(), c.Env...)
+	var stdout, stderr testutil.SyncBuffer
+	run.Stdout, run.Stderr = &stdout, &stderr
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { run.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		run.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("--- sluice run stderr:\n%s", stderr.String())
+		}
+	})
+
+	var id string
+	testutil.CheckFor(t, time.Minute, 50*time.Millisecond, func() error {
+		jobs, err := c.Client().ListJobs(context.Background())
+		if err != nil || len(jobs) == 0 {
+			return fmt.Errorf("no job submitted yet (%v)", err)
+		}
+		id = jobs[0].ID
+		return nil
+	})
+	localtest.WaitAllRunning(t, c, id, 2*time.Minute)
+	testutil.CheckFor(t, time.Minute, 20*time.Millisecond, func() error {
+		if n := strings.Count(stdout.String(), "\n"); n == 0 || n >= keys*perKey/2 {
+			return fmt.Errorf("sluice run printed %d records; want some, and the job well before its end", n)
+		}
+		return nil
+	})
+	_, lead := c.Leader()
+	lead.Kill()
+	c.StartJobManager()
+	select {
+	case <-exited:
+	case <-time.After(4 * time.Minute):
+		t.Fatalf("sluice run still waits 4 minutes after the failover; printed %d records", strings.Count(stdout.String(), "\n"))
+	}
+	if code := run.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("sluice run exited %d across the failover", code)
+	}
+	if !strings.Contains(stderr.String(), "FINISHED") {
+		t.Errorf("sluice run did not report the job FINISHED:\n%s", stderr.String())
+	}
+	printed := strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n")
+	checkEveryRecordOnce(t, printed, keys, perKey)
+
+	old, lead := c.Leader()
+	lead.Kill()
+	c.StartJobManager()
+	testutil.CheckFor(t, time.Minute, 20*time.Millisecond, func() error {
+		if in, _ := c.Leader(); in.Session <= old.Session {
+			return fmt.Errorf("leader session %s, want one newer than %s", in.Session, old.Session)
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := c.Client().WaitJob(ctx, id)
+	if err != nil || res.State != client.StateFinished {
+		t.Fatalf("finished job %s after the next failover: %s, %v", id, res.State, err)
+	}
+	if res.RecordsOffset != 0 || res.RecordsTotal != int64(keys*perKey) {
+		t.Fatalf("after the next failover the job's records are %d from %d of %d; want all %d", len(res.Records), res.RecordsOffset, res.RecordsTotal, keys*perKey)
+	}
+	var served []string
+	for _, r := range res.Records {
+		served = append(served, string(r))
+	}
+	checkEveryRecordOnce(t, served, keys, perKey)
 }

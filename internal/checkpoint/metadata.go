@@ -45,6 +45,12 @@ type Metadata struct {
 	// SinkParts are the file-sink parts this checkpoint committed;
 	// committing them again on restore is harmless.
 	SinkParts []SinkPart `json:"sink_parts,omitempty"`
+	// RecordsReleased is how many collect-sink records the job had
+	// released once this checkpoint completed. A JobManager that restores
+	// the checkpoint after a failover numbers the records the restored
+	// tasks collect again from there, so a client reading the job's
+	// records across the failover sees each once.
+	RecordsReleased int64 `json:"records_released,omitempty"`
 }
 
 // Size is the bytes of state the checkpoint holds.

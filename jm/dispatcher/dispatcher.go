@@ -158,8 +158,14 @@ type Dispatcher struct {
 	subs map[string]Submission // what each job was submitted as, for Rescale
 	// ended are the jobs that ended under an earlier leader, from the
 	// store: their outcome stays queryable after a failover.
-	ended  map[string]ha.Job
-	closed bool
+	ended map[string]ha.Job
+	// endedRecords are the records of one of ended, as last read.
+	endedRecords cachedRecords
+	// recovering are the live jobs of the store Recover has yet to start
+	// (id → tenant): asked for meanwhile, they are unavailable, not
+	// missing.
+	recovering map[string]string
+	closed       bool
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -336,11 +342,13 @@ func (d *Dispatcher) start(ctx context.Context, tenant string, s Submission, id 
 		return "", err
 	}
 	var restore *checkpoint.Metadata
+	var released [][]byte
 	switch {
 	case restoreRef != "":
 		if restore, err = d.restoreFromCheckpoint(ctx, tenant, restoreRef, g); err != nil {
 			return "", err
 		}
+		released = d.releasedThrough(ctx, tenant, id, restore.ID)
 	case s.FromSavepoint != "" && s.FromCheckpoint != "":
 		return "", rpcerr.Errorf(rpcerr.ErrInvalidArgument, "start from savepoint %q or from checkpoint %q, not both", s.FromSavepoint, s.FromCheckpoint)
 	case s.FromSavepoint != "":
@@ -402,6 +410,7 @@ func (d *Dispatcher) start(ctx context.Context, tenant string, s Submission, id 
 		Restart:            restart,
 		Blob:               d.cfg.Blob,
 		Restore:            restore,
+		Released:           released,
 		LeaderSession:      d.cfg.LeaderSession,
 		Address:            d.cfg.Address(),
 		Slots:              d.cfg.Resources,
@@ -503,11 +512,15 @@ func classifyBlob(op string, err error) error {
 func (d *Dispatcher) job(tenant, id string) (*jobmaster.JobMaster, error) {
 	d.mu.Lock()
 	jm, ok := d.jobs[id]
+	recovering := d.recovering[id] == tenant
 	d.mu.Unlock()
-	if !ok || jm.Tenant() != tenant {
-		return nil, rpcerr.Errorf(rpcerr.ErrJobNotFound, "job %q not found", id)
+	switch {
+	case ok && jm.Tenant() == tenant:
+		return jm, nil
+	case !ok && recovering:
+		return nil, rpcerr.Errorf(rpcerr.ErrUnavailable, "job %s is being recovered after a JobManager failover: retry in a moment", id)
 	}
-	return jm, nil
+	return nil, rpcerr.Errorf(rpcerr.ErrJobNotFound, "job %q not found", id)
 }
 
 // JobMaster returns the JobMaster of a job, for the RPCs tasks make (they
@@ -619,9 +632,7 @@ func (d *Dispatcher) WaitJob(ctx context.Context, tenant, id string, timeout tim
 	jm, err := d.job(tenant, id)
 	if err != nil {
 		if j, ok := d.endedJob(tenant, id); ok {
-			// Its collect-sink records are not kept across a failover.
-			det := endedDetails(j)
-			return jobmaster.Result{Details: det, Duration: det.End.Sub(det.Start)}, nil
+			return d.endedResult(ctx, j, j.Ended.State == string(jobmaster.Finished))
 		}
 		return jobmaster.Result{}, err
 	}
@@ -653,6 +664,10 @@ func (d *Dispatcher) WaitRecords(ctx context.Context, tenant, id string, from in
 	}
 	jm, err := d.job(tenant, id)
 	if err != nil {
+		if j, ok := d.endedJob(tenant, id); ok {
+			r, err := d.endedResult(ctx, j, true)
+			return r.RecordsFrom(from), err
+		}
 		return jobmaster.Result{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, min(timeout, MaxWait))
@@ -711,7 +726,7 @@ func (d *Dispatcher) expire() {
 	now := d.cfg.Now()
 	d.expireEnded(now)
 	var gone []*jobmaster.JobMaster
-	var ids []string
+	var ids []expired
 	d.mu.Lock()
 	for id, jm := range d.jobs {
 		det := jm.Details()
@@ -720,7 +735,7 @@ func (d *Dispatcher) expire() {
 			delete(d.need, id)
 			delete(d.subs, id)
 			gone = append(gone, jm)
-			ids = append(ids, id)
+			ids = append(ids, expired{tenant: det.Tenant, id: id})
 			d.log.Info("job result expired", "job", id, "tenant", det.Tenant, "state", det.State)
 		}
 	}

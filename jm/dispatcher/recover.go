@@ -32,6 +32,19 @@ func (d *Dispatcher) Recover(ctx context.Context) error {
 	if err != nil {
 		return jobStoreErr("recover jobs", err)
 	}
+	d.mu.Lock()
+	d.recovering = map[string]string{}
+	for _, j := range jobs {
+		if j.Ended == nil {
+			d.recovering[j.ID] = j.Tenant
+		}
+	}
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		d.recovering = nil
+		d.mu.Unlock()
+	}()
 	for _, j := range jobs {
 		if j.Ended != nil {
 			d.mu.Lock()
@@ -85,6 +98,11 @@ func (d *Dispatcher) recordEnd(jm *jobmaster.JobMaster, rec ha.Job) {
 		Restarts: r.Restarts, Start: r.Start, End: r.End}
 	wctx, wcancel := context.WithTimeout(ctx, d.cfg.RPCTimeout+10*time.Second)
 	defer wcancel()
+	if err := d.storeRecords(wctx, rec.Tenant, rec.ID, r, rec.Ended); err != nil {
+		// The outcome is still recorded: after a failover the job reads
+		// as ended with no records to serve.
+		d.log.Warn("keep the job's collect-sink records for after a failover failed", "job", rec.ID, "records", r.RecordsTotal, "err", err)
+	}
 	if err := d.cfg.Store.PutJob(wctx, rec); err != nil {
 		d.log.Warn("record the job's outcome in the job store failed", "job", rec.ID, "state", r.State, "err", err)
 	}
@@ -122,29 +140,39 @@ func (d *Dispatcher) endedOf(tenant string) []jobmaster.Details {
 // expireEnded forgets, here and in the store, the jobs that ended under an
 // earlier leader more than the retention ago.
 func (d *Dispatcher) expireEnded(now time.Time) {
-	var gone []string
+	var gone []expired
 	d.mu.Lock()
 	for id, j := range d.ended {
 		if now.Sub(j.Ended.End) > d.cfg.Retention {
 			delete(d.ended, id)
-			gone = append(gone, id)
+			gone = append(gone, expired{tenant: j.Tenant, id: id})
+			if d.endedRecords.job == id {
+				d.endedRecords = cachedRecords{}
+			}
 		}
 	}
 	d.mu.Unlock()
 	d.forget(gone)
 }
 
-// forget deletes expired jobs from the store, best effort.
-func (d *Dispatcher) forget(ids []string) {
-	if d.cfg.Store == nil || len(ids) == 0 {
+// expired names a job whose result expired.
+type expired struct{ tenant, id string }
+
+// forget deletes expired jobs from the store, and their records, best
+// effort.
+func (d *Dispatcher) forget(jobs []expired) {
+	if d.cfg.Store == nil || len(jobs) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.RPCTimeout+10*time.Second)
 	defer cancel()
-	for _, id := range ids {
-		if err := d.cfg.Store.DeleteJob(ctx, id); err != nil {
-			d.log.Warn("delete an expired job from the job store failed", "job", id, "err", err)
+	for _, j := range jobs {
+		// The store's record first: it names the records.
+		if err := d.cfg.Store.DeleteJob(ctx, j.id); err != nil {
+			d.log.Warn("delete an expired job from the job store failed", "job", j.id, "err", err)
+			continue
 		}
+		d.deleteResults(ctx, j.tenant, j.id)
 	}
 }
 

@@ -74,6 +74,14 @@ type Ended struct {
 	Restarts     int              `json:"restarts,omitempty"`
 	Start        time.Time        `json:"start"`
 	End          time.Time        `json:"end"`
+	// Records is the blob key of the collect-sink records the job had
+	// released when it ended ("" when none): the ones from index
+	// RecordsOffset on, of RecordsTotal released in all (those before
+	// were dropped past the JobMaster's bound). Written before this
+	// record, so it never names a missing object.
+	Records       string `json:"records,omitempty"`
+	RecordsOffset int64  `json:"records_offset,omitempty"`
+	RecordsTotal  int64  `json:"records_total,omitempty"`
 }
 
 // JobStore keeps the cluster's jobs.

@@ -324,6 +324,11 @@ func (jm *JobMaster) sendTrigger(c checkpointing.SendTrigger) {
 // first copies its state into the savepoint's directory) in the
 // background.
 func (jm *JobMaster) writeMetadata(c checkpointing.WriteMetadata) {
+	var released [][]byte
+	released, c.Meta.RecordsReleased = jm.records.releasing(c.ID)
+	if jm.cfg.CheckpointStored == nil {
+		released = nil // no next leader to read them
+	}
 	done := make(chan struct{})
 	jm.cpWork[c.ID] = done
 	store, timeout, attempt := jm.cfg.Blob, jm.cfg.JobConfig.Checkpoints.Timeout, jm.attempt
@@ -332,6 +337,15 @@ func (jm *JobMaster) writeMetadata(c checkpointing.WriteMetadata) {
 		ctx, cancel := context.WithTimeout(jm.jobCtx, timeout)
 		defer cancel()
 		err := func() error {
+			if len(released) > 0 {
+				_, _, dir, err := checkpoint.ResultKeys(jm.cfg.Tenant, jm.cfg.JobID)
+				if err == nil {
+					err = checkpoint.PutRecords(ctx, store, checkpoint.ReleasedKey(dir, c.ID), released)
+				}
+				if err != nil {
+					return fmt.Errorf("keep the records checkpoint %d releases: %w", c.ID, err)
+				}
+			}
 			for _, cp := range c.Copies {
 				if _, err := checkpoint.Copy(ctx, store, cp.From, cp.To); err != nil {
 					return fmt.Errorf("copy %s to the savepoint: %w", cp.From, err)

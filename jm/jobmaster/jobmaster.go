@@ -81,6 +81,12 @@ type Config struct {
 	// committed): a deposed leader's pointer write fails, and so does its
 	// commit.
 	CheckpointStored func(ctx context.Context, m *checkpoint.Metadata, attempt int64) error
+	// Released are the collect-sink records an earlier leader released
+	// through Restore (a job a new leader recovers): the job's records
+	// start with them. With CheckpointStored, what each checkpoint
+	// releases is written to the blob store before its metadata, for the
+	// next leader (internal/checkpoint's results layout).
+	Released [][]byte
 	// FirstAttempt is the number of the job's first attempt: 0 for a new
 	// job; for a job a new leader recovers, one past the attempt of its
 	// restore point, so executions, results and file-sink parts are named
@@ -320,7 +326,7 @@ func Start(cfg Config) (*JobMaster, error) {
 		byID:           map[string]*execution{},
 		stateTimes:     map[JobState]time.Time{},
 		accumulators:   map[string]int64{},
-		records:        newRecords(),
+		records:        newRecords(cfg.Released),
 		recordsChanged: make(chan struct{}),
 		restarter:      newRestarter(cfg.Restart, rand.Float64),
 		cp: checkpointing.New(checkpointing.Config{
@@ -599,6 +605,7 @@ func (jm *JobMaster) setRestorePoint() {
 	// restored tasks collect again.
 	if r := jm.restore; r != nil && r.JobID == jm.cfg.JobID {
 		jm.records.release(r.ID)
+		jm.records.skipTo(r.RecordsReleased)
 	}
 	jm.records.restart()
 	jm.base = map[int][]checkpoint.Split{}

@@ -33,8 +33,14 @@ type records struct {
 	bytes    int   // of released
 }
 
-func newRecords() records {
-	return records{pending: map[int64][][]byte{}, next: map[string]int64{}}
+// newRecords holds the released records given (an earlier leader's).
+func newRecords(released [][]byte) records {
+	r := records{pending: map[int64][][]byte{}, next: map[string]int64{}}
+	if len(released) > 0 {
+		r.pending[math.MinInt64] = released
+		r.release(math.MinInt64)
+	}
+	return r
 }
 
 // add takes records of execution execID, the first at its index from,
@@ -80,6 +86,26 @@ func (r *records) release(id int64) bool {
 	return released
 }
 
+// releasing returns the records checkpoint id's completion releases, in
+// the order release appends them, and how many are released then.
+func (r *records) releasing(id int64) (recs [][]byte, total int64) {
+	for _, k := range slices.Sorted(maps.Keys(r.pending)) {
+		if k <= id {
+			recs = append(recs, r.pending[k]...)
+		}
+	}
+	return recs, r.offset + int64(len(r.released)) + int64(len(recs))
+}
+
+// skipTo numbers the next released record n at least: a JobManager that
+// took over a job from a checkpoint did not hold the records released
+// before it, and counts them as dropped.
+func (r *records) skipTo(n int64) {
+	if total := r.offset + int64(len(r.released)); total < n {
+		r.offset += n - total
+	}
+}
+
 // restart forgets what is pending: the new attempt's tasks restore the
 // latest completed checkpoint and collect the rest again.
 func (r *records) restart() {
@@ -97,20 +123,20 @@ func (jm *JobMaster) WaitRecords(ctx context.Context, from int64) Result {
 		r, changed := jm.snap, jm.recordsChanged
 		jm.mu.Unlock()
 		if r.RecordsTotal > from || r.State.Terminal() {
-			return recordsFrom(jm.Result(), from)
+			return jm.Result().RecordsFrom(from)
 		}
 		select {
 		case <-changed:
 		case <-jm.done:
 		case <-ctx.Done():
-			return recordsFrom(jm.Result(), from)
+			return jm.Result().RecordsFrom(from)
 		}
 	}
 }
 
-// recordsFrom trims r's records to those from index from on, up to
-// maxReplyBytes (at least one).
-func recordsFrom(r Result, from int64) Result {
+// RecordsFrom trims r's records to those from index from on, up to a few
+// MiB (at least one record): one answer of WaitRecords.
+func (r Result) RecordsFrom(from int64) Result {
 	skip := min(max(0, from-r.RecordsOffset), int64(len(r.Records)))
 	recs := r.Records[skip:]
 	n, size := 0, 0

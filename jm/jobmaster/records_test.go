@@ -27,7 +27,7 @@ func strs(b [][]byte) string {
 // restart drops only what no completed checkpoint covers, and FINISHED
 // tasks' records wait for the job's end.
 func TestRecordsReleasedByCompletedCheckpoints(t *testing.T) {
-	r := newRecords()
+	r := newRecords(nil)
 	r.add(1, "x0", vals("a", "b"), 0)
 	r.add(1, "x1", vals("c"), 0)
 	r.add(2, "x0", vals("d"), 2)
@@ -66,7 +66,7 @@ func TestRecordsReleasedByCompletedCheckpoints(t *testing.T) {
 // TestReleasedRecordsKeepTheNewest: past MaxReleasedBytes the oldest go,
 // and the offset counts them.
 func TestReleasedRecordsKeepTheNewest(t *testing.T) {
-	r := newRecords()
+	r := newRecords(nil)
 	big := make([]byte, MaxReleasedBytes/4+1)
 	for i := range 5 {
 		r.add(int64(i+1), "x", [][]byte{big}, int64(i))
@@ -91,13 +91,55 @@ func TestRecordsFrom(t *testing.T) {
 		{13, "", 13},
 		{20, "", 13},
 	} {
-		got := recordsFrom(res, c.from)
+		got := res.RecordsFrom(c.from)
 		if strs(got.Records) != c.want || got.RecordsOffset != c.wantOffset {
 			t.Errorf("from %d: %q at %d, want %q at %d", c.from, strs(got.Records), got.RecordsOffset, c.want, c.wantOffset)
 		}
 	}
 	huge := Result{Records: [][]byte{make([]byte, maxReplyBytes), make([]byte, 1)}, RecordsTotal: 2}
-	if got := recordsFrom(huge, 0); len(got.Records) != 1 || !slices.Equal(got.Records[0], huge.Records[0]) {
+	if got := huge.RecordsFrom(0); len(got.Records) != 1 || !slices.Equal(got.Records[0], huge.Records[0]) {
 		t.Errorf("a reply of %d records, want the first alone", len(got.Records))
+	}
+}
+
+// TestRecordsNumberedAcrossATakeover: a checkpoint notes the records its
+// completion releases and how many are released then; a JobMaster that
+// restores it numbers the records collected again from there, whether it
+// was handed the earlier ones or not.
+func TestRecordsNumberedAcrossATakeover(t *testing.T) {
+	old := newRecords(nil)
+	old.add(1, "x0", vals("a", "b"), 0)
+	old.add(2, "x0", vals("c"), 2)
+	old.release(1)
+	old.add(3, "x0", vals("d"), 3)
+	recs, n := old.releasing(2)
+	if strs(recs) != "c" || n != 3 {
+		t.Fatalf("checkpoint 2 releases %q, %d in all; want c, 3", strs(recs), n)
+	}
+	for _, c := range []struct {
+		handed     [][]byte
+		want       string
+		wantOffset int64
+	}{
+		{vals("a", "b", "c"), "a,b,c,d", 0},
+		{nil, "d", 3},
+		{vals("c"), "c,d", 2},
+	} {
+		// A new leader restores checkpoint 2; y0 collects d again.
+		r := newRecords(c.handed)
+		r.release(2)
+		r.skipTo(n)
+		r.add(3, "y0", vals("d"), 0)
+		r.release(3)
+		if strs(r.released) != c.want || r.offset != c.wantOffset {
+			t.Errorf("handed %q: %q from %d, want %q from %d", strs(c.handed), strs(r.released), r.offset, c.want, c.wantOffset)
+		}
+	}
+	// The JobMaster that held them restores its own checkpoint: nothing
+	// changes.
+	old.release(2)
+	old.skipTo(n)
+	if old.offset != 0 || strs(old.released) != "a,b,c" {
+		t.Fatalf("restoring its own checkpoint: %q from %d", strs(old.released), old.offset)
 	}
 }

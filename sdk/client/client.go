@@ -5,9 +5,12 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
+	kclient "github.com/cloudwego/kitex/client"
 	"github.com/cloudwego/kitex/client/callopt"
+	"github.com/cloudwego/kitex/pkg/endpoint"
 
 	"github.com/sluicehq/sluice/idl/kitex_gen/sluice/dispatcher"
 	dispclient "github.com/sluicehq/sluice/idl/kitex_gen/sluice/dispatcher/dispatcher"
@@ -25,9 +28,13 @@ const (
 	DefaultPollInterval = 10 * time.Second
 )
 
-// Client talks to one JobManager's Dispatcher. It is safe for concurrent use.
+// Client talks to one JobManager's Dispatcher (or follows the leader of
+// several, WithLeaderLookup). It is safe for concurrent use.
 type Client struct {
-	addr          string
+	mu            sync.Mutex
+	addr          string // under mu
+	lookup        func(context.Context) (string, error)
+	following     sync.Mutex // held while lookup runs
 	c             dispclient.Client
 	timeout       time.Duration
 	uploadTimeout time.Duration
@@ -48,6 +55,17 @@ func WithUploadTimeout(d time.Duration) Option { return func(c *Client) { c.uplo
 
 // WithPollInterval sets how long each server-side wait of WaitJob lasts.
 func WithPollInterval(d time.Duration) Option { return func(c *Client) { c.pollInterval = d } }
+
+// WithLeaderLookup makes the client follow the leader of a JobManager
+// cluster with high availability: when a call finds the JobManager it
+// called unavailable (killed, or no longer leading) or times out, lookup is asked where
+// the leader is now (it may wait for an election), and the calls after it
+// go there. The failed call still returns its error — a caller
+// that retries on it (as WaitJob does) reaches the new leader; nothing is
+// sent twice behind the caller's back.
+func WithLeaderLookup(lookup func(ctx context.Context) (string, error)) Option {
+	return func(c *Client) { c.lookup = lookup }
+}
 
 // WithToken sets the bearer token every call carries (a tenant's token,
 // "slc_…"). A JobManager with a tenants file refuses calls without a valid
@@ -96,7 +114,11 @@ func New(addr string, opts ...Option) (*Client, error) {
 	if c.token != "" {
 		cc.Metadata = map[string]string{rpcserver.MetaToken: c.token}
 	}
-	kc, err := dispclient.NewClient("dispatcher", rpcserver.ClientOptions(addr, cc)...)
+	kopts := rpcserver.ClientOptions(addr, cc)
+	if c.lookup != nil {
+		kopts = append(kopts, kclient.WithMiddleware(c.followMiddleware))
+	}
+	kc, err := dispclient.NewClient("dispatcher", kopts...)
 	if err != nil {
 		return nil, fmt.Errorf("dispatcher client for %s: %w", addr, err)
 	}
@@ -105,12 +127,55 @@ func New(addr string, opts ...Option) (*Client, error) {
 }
 
 // Addr is the JobManager address the client calls.
-func (c *Client) Addr() string { return c.addr }
+func (c *Client) Addr() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.addr
+}
 
-// call bounds ctx and the Kitex call by d.
-func call(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc, callopt.Option) {
+// call bounds ctx and the Kitex call by d; a client following the leader
+// sends the call to where it last found it.
+func (c *Client) call(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc, []callopt.Option) {
 	ctx, cancel := context.WithTimeout(ctx, d)
-	return ctx, cancel, callopt.WithRPCTimeout(d)
+	opts := []callopt.Option{callopt.WithRPCTimeout(d)}
+	if c.lookup != nil {
+		opts = append(opts, callopt.WithHostPort(c.Addr()))
+	}
+	return ctx, cancel, opts
+}
+
+// follow asks the lookup where the leader is now, after a call found this
+// one unavailable; the next calls go there. One lookup runs at a time: a
+// call that fails meanwhile waits for it.
+func (c *Client) follow() {
+	c.following.Lock()
+	defer c.following.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), leaderLookupTimeout)
+	defer cancel()
+	addr, err := c.lookup(ctx)
+	if err != nil || addr == "" {
+		return // the next failing call asks again
+	}
+	c.mu.Lock()
+	c.addr = addr
+	c.mu.Unlock()
+}
+
+// leaderLookupTimeout bounds one lookup of the leader (an election takes
+// about a lease TTL).
+const leaderLookupTimeout = 30 * time.Second
+
+// followMiddleware has the client follow the leader when a call finds the
+// JobManager it called unavailable (gone, or no longer leading) or gets no
+// answer in time (frozen, its lease lost meanwhile).
+func (c *Client) followMiddleware(next endpoint.Endpoint) endpoint.Endpoint {
+	return func(ctx context.Context, req, resp any) error {
+		err := next(ctx, req, resp)
+		if err != nil && retryable(rpcserver.FromCall(err)) {
+			c.follow()
+		}
+		return err
+	}
 }
 
 // wrap maps a Kitex error to the project's errors (errors.Is works against
@@ -130,9 +195,9 @@ func wrap(op string, err error) error {
 //
 // ErrInvalidModule for bytes that are not a Sluice module, ErrModuleTooLarge.
 func (c *Client) UploadModule(ctx context.Context, wasm []byte) (string, error) {
-	ctx, cancel, opt := call(ctx, c.uploadTimeout)
+	ctx, cancel, opts := c.call(ctx, c.uploadTimeout)
 	defer cancel()
-	resp, err := c.c.UploadModule(ctx, &dispatcher.UploadModuleRequest{Module: wasm}, opt)
+	resp, err := c.c.UploadModule(ctx, &dispatcher.UploadModuleRequest{Module: wasm}, opts...)
 	if err != nil {
 		return "", wrap("upload module", err)
 	}
@@ -147,7 +212,7 @@ func (c *Client) UploadModule(ctx context.Context, wasm []byte) (string, error) 
 // ErrModuleNotFound, ErrInvalidArgument (wrapping the graph's problems),
 // ErrNotEnoughSlots when no cluster could hold the job's parallelism.
 func (c *Client) SubmitJob(ctx context.Context, spec JobSpec) (string, error) {
-	ctx, cancel, opt := call(ctx, c.timeout)
+	ctx, cancel, opts := c.call(ctx, c.timeout)
 	defer cancel()
 	req := &dispatcher.SubmitJobRequest{
 		ModuleDigest: spec.ModuleDigest,
@@ -164,7 +229,7 @@ func (c *Client) SubmitJob(ctx context.Context, spec JobSpec) (string, error) {
 	if spec.FromCheckpoint != "" {
 		req.FromCheckpoint = &spec.FromCheckpoint
 	}
-	resp, err := c.c.SubmitJob(ctx, req, opt)
+	resp, err := c.c.SubmitJob(ctx, req, opts...)
 	if err != nil {
 		return "", wrap("submit job", err)
 	}
@@ -173,9 +238,9 @@ func (c *Client) SubmitJob(ctx context.Context, spec JobSpec) (string, error) {
 
 // ListJobs returns every job the JobManager knows, running or retained.
 func (c *Client) ListJobs(ctx context.Context) ([]JobSummary, error) {
-	ctx, cancel, opt := call(ctx, c.timeout)
+	ctx, cancel, opts := c.call(ctx, c.timeout)
 	defer cancel()
-	resp, err := c.c.ListJobs(ctx, opt)
+	resp, err := c.c.ListJobs(ctx, opts...)
 	if err != nil {
 		return nil, wrap("list jobs", err)
 	}
@@ -192,9 +257,9 @@ func (c *Client) ListJobs(ctx context.Context) ([]JobSummary, error) {
 //
 // ErrJobNotFound.
 func (c *Client) GetJob(ctx context.Context, jobID string) (JobDetails, error) {
-	ctx, cancel, opt := call(ctx, c.timeout)
+	ctx, cancel, opts := c.call(ctx, c.timeout)
 	defer cancel()
-	resp, err := c.c.GetJob(ctx, jobID, opt)
+	resp, err := c.c.GetJob(ctx, jobID, opts...)
 	if err != nil {
 		return JobDetails{}, wrap("get job "+jobID, err)
 	}
@@ -208,9 +273,9 @@ func (c *Client) GetJob(ctx context.Context, jobID string) (JobDetails, error) {
 //
 // ErrJobNotFound.
 func (c *Client) CancelJob(ctx context.Context, jobID string) error {
-	ctx, cancel, opt := call(ctx, c.timeout)
+	ctx, cancel, opts := c.call(ctx, c.timeout)
 	defer cancel()
-	return wrap("cancel job "+jobID, c.c.CancelJob(ctx, jobID, opt))
+	return wrap("cancel job "+jobID, c.c.CancelJob(ctx, jobID, opts...))
 }
 
 // PollJob waits up to wait on the server for the job to end and returns its
@@ -221,9 +286,9 @@ func (c *Client) CancelJob(ctx context.Context, jobID string) error {
 //
 // ErrJobNotFound.
 func (c *Client) PollJob(ctx context.Context, jobID string, wait time.Duration) (JobResult, error) {
-	ctx, cancel, opt := call(ctx, wait+c.timeout)
+	ctx, cancel, opts := c.call(ctx, wait+c.timeout)
 	defer cancel()
-	resp, err := c.c.WaitJob(ctx, &dispatcher.WaitJobRequest{JobId: jobID, TimeoutMs: wait.Milliseconds()}, opt)
+	resp, err := c.c.WaitJob(ctx, &dispatcher.WaitJobRequest{JobId: jobID, TimeoutMs: wait.Milliseconds()}, opts...)
 	if err != nil {
 		return JobResult{}, wrap("wait for job "+jobID, err)
 	}
@@ -244,9 +309,9 @@ func (c *Client) PollJob(ctx context.Context, jobID string, wait time.Duration) 
 //
 // ErrJobNotFound; ErrInvalidArgument for a negative from.
 func (c *Client) PollRecords(ctx context.Context, jobID string, from int64, wait time.Duration) (JobResult, error) {
-	ctx, cancel, opt := call(ctx, wait+c.timeout)
+	ctx, cancel, opts := c.call(ctx, wait+c.timeout)
 	defer cancel()
-	resp, err := c.c.WaitJob(ctx, &dispatcher.WaitJobRequest{JobId: jobID, TimeoutMs: wait.Milliseconds(), RecordsFrom: &from}, opt)
+	resp, err := c.c.WaitJob(ctx, &dispatcher.WaitJobRequest{JobId: jobID, TimeoutMs: wait.Milliseconds(), RecordsFrom: &from}, opts...)
 	if err != nil {
 		return JobResult{}, wrap("wait for records of job "+jobID, err)
 	}
@@ -289,9 +354,9 @@ func retryable(err error) bool {
 
 // Overview returns the cluster's TaskManagers, slots and jobs by state.
 func (c *Client) Overview(ctx context.Context) (Overview, error) {
-	ctx, cancel, opt := call(ctx, c.timeout)
+	ctx, cancel, opts := c.call(ctx, c.timeout)
 	defer cancel()
-	resp, err := c.c.Overview(ctx, opt)
+	resp, err := c.c.Overview(ctx, opts...)
 	if err != nil {
 		return Overview{}, wrap("overview", err)
 	}
@@ -307,9 +372,9 @@ func (c *Client) Overview(ctx context.Context) (Overview, error) {
 // ErrJobNotFound; ErrFailedPrecondition when the job is not running; the
 // reason the savepoint was aborted.
 func (c *Client) TriggerSavepoint(ctx context.Context, jobID string, stop bool, timeout time.Duration) (Checkpoint, error) {
-	ctx, cancel, opt := call(ctx, max(timeout, 5*time.Minute)+c.timeout)
+	ctx, cancel, opts := c.call(ctx, max(timeout, 5*time.Minute)+c.timeout)
 	defer cancel()
-	resp, err := c.c.TriggerSavepoint(ctx, &dispatcher.SavepointRequest{JobId: jobID, Stop: stop, TimeoutMs: timeout.Milliseconds()}, opt)
+	resp, err := c.c.TriggerSavepoint(ctx, &dispatcher.SavepointRequest{JobId: jobID, Stop: stop, TimeoutMs: timeout.Milliseconds()}, opts...)
 	if err != nil {
 		return Checkpoint{}, wrap("savepoint of job "+jobID, err)
 	}
@@ -326,10 +391,10 @@ func (c *Client) TriggerSavepoint(ctx context.Context, jobID string, stop bool, 
 //
 // As TriggerSavepoint.
 func (c *Client) StopWithDrain(ctx context.Context, jobID string, timeout time.Duration) (Checkpoint, error) {
-	ctx, cancel, opt := call(ctx, max(timeout, 5*time.Minute)+c.timeout)
+	ctx, cancel, opts := c.call(ctx, max(timeout, 5*time.Minute)+c.timeout)
 	defer cancel()
 	drain := true
-	resp, err := c.c.TriggerSavepoint(ctx, &dispatcher.SavepointRequest{JobId: jobID, Stop: true, Drain: &drain, TimeoutMs: timeout.Milliseconds()}, opt)
+	resp, err := c.c.TriggerSavepoint(ctx, &dispatcher.SavepointRequest{JobId: jobID, Stop: true, Drain: &drain, TimeoutMs: timeout.Milliseconds()}, opts...)
 	if err != nil {
 		return Checkpoint{}, wrap("stop with drain of job "+jobID, err)
 	}
@@ -345,9 +410,9 @@ func (c *Client) StopWithDrain(ctx context.Context, jobID string, timeout time.D
 // ErrJobNotFound when the JobManager knows no such job and the store
 // holds no checkpoint of it.
 func (c *Client) ListCheckpoints(ctx context.Context, jobID string) ([]Checkpoint, error) {
-	ctx, cancel, opt := call(ctx, c.timeout)
+	ctx, cancel, opts := c.call(ctx, c.timeout)
 	defer cancel()
-	resp, err := c.c.ListCheckpoints(ctx, jobID, opt)
+	resp, err := c.c.ListCheckpoints(ctx, jobID, opts...)
 	if err != nil {
 		return nil, wrap("checkpoints of job "+jobID, err)
 	}
@@ -364,7 +429,7 @@ func (c *Client) ListCheckpoints(ctx context.Context, jobID string) ([]Checkpoin
 //
 // ErrNotFound for an unknown savepoint (or another tenant's).
 func (c *Client) DisposeSavepoint(ctx context.Context, id string) error {
-	ctx, cancel, opt := call(ctx, c.timeout)
+	ctx, cancel, opts := c.call(ctx, c.timeout)
 	defer cancel()
-	return wrap("dispose savepoint "+id, c.c.DisposeSavepoint(ctx, id, opt))
+	return wrap("dispose savepoint "+id, c.c.DisposeSavepoint(ctx, id, opts...))
 }

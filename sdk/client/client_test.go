@@ -314,3 +314,35 @@ func TestMain(m *testing.M) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestClientFollowsTheLeader: a client that finds its JobManager gone asks
+// the lookup where the leader is now; the failed call says unavailable,
+// and the calls after it (WaitJob's retries among them) reach the leader.
+func TestClientFollowsTheLeader(t *testing.T) {
+	leader := start(t, &fakeDispatcher{})
+	var lookups atomic.Int32
+	c, err := client.New("127.0.0.1:1", client.WithTimeout(time.Second), client.WithLeaderLookup(func(ctx context.Context) (string, error) {
+		if lookups.Add(1) == 1 {
+			return "", errors.New("no leader yet")
+		}
+		return leader, nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ListJobs(context.Background()); !errors.Is(err, client.ErrUnavailable) {
+		t.Fatalf("ListJobs at a dead JobManager = %v; want ErrUnavailable", err)
+	}
+	if c.Addr() != "127.0.0.1:1" {
+		t.Fatalf("after a failed lookup the client calls %s; want the old address kept", c.Addr())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := c.WaitJob(ctx, "job-1")
+	if err != nil || r.State != client.StateFinished {
+		t.Fatalf("WaitJob after the leader moved: %+v, %v", r, err)
+	}
+	if c.Addr() != leader || lookups.Load() != 2 {
+		t.Fatalf("client calls %s after %d lookups; want %s after 2", c.Addr(), lookups.Load(), leader)
+	}
+}

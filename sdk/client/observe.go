@@ -18,13 +18,13 @@ import (
 // ErrJobNotFound (also for another tenant's job); ErrUnavailable when no
 // TaskManager answered.
 func (c *Client) Logs(ctx context.Context, jobID string, q LogQuery) ([]LogLine, error) {
-	ctx, cancel, opt := call(ctx, c.timeout)
+	ctx, cancel, opts := c.call(ctx, c.timeout)
 	defer cancel()
 	after := make(map[string]int64, len(q.After))
 	for k, v := range q.After {
 		after[k] = int64(v)
 	}
-	resp, err := c.c.GetLogs(ctx, &dispatcher.JobLogsRequest{JobId: jobID, Task: q.Task, After: after, Limit: int32(q.Limit)}, opt)
+	resp, err := c.c.GetLogs(ctx, &dispatcher.JobLogsRequest{JobId: jobID, Task: q.Task, After: after, Limit: int32(q.Limit)}, opts...)
 	if err != nil {
 		return nil, wrap("logs of job "+jobID, err)
 	}
@@ -39,9 +39,9 @@ func (c *Client) Logs(ctx context.Context, jobID string, q LogQuery) ([]LogLine,
 //
 // ErrNotFound for a TaskManager that is not registered.
 func (c *Client) TaskManagerLogs(ctx context.Context, resourceID string, after uint64, limit int) ([]LogLine, error) {
-	ctx, cancel, opt := call(ctx, c.timeout)
+	ctx, cancel, opts := c.call(ctx, c.timeout)
 	defer cancel()
-	resp, err := c.c.GetTaskManagerLogs(ctx, &dispatcher.TaskManagerLogsQuery{TaskManagerId: resourceID, After: int64(after), Limit: int32(limit)}, opt)
+	resp, err := c.c.GetTaskManagerLogs(ctx, &dispatcher.TaskManagerLogsQuery{TaskManagerId: resourceID, After: int64(after), Limit: int32(limit)}, opts...)
 	if err != nil {
 		return nil, wrap("logs of task manager "+resourceID, err)
 	}
@@ -58,10 +58,10 @@ func (c *Client) TaskManagerLogs(ctx context.Context, resourceID string, after u
 // ErrJobNotFound; ErrInvalidArgument for a duration above a minute;
 // ErrUnavailable when a task is being sampled by another caller.
 func (c *Client) Stacks(ctx context.Context, jobID string, q StackQuery) ([]TaskStack, error) {
-	ctx, cancel, opt := call(ctx, q.Duration+c.timeout)
+	ctx, cancel, opts := c.call(ctx, q.Duration+c.timeout)
 	defer cancel()
 	resp, err := c.c.GetStacks(ctx, &dispatcher.JobStacksRequest{JobId: jobID, Task: q.Task,
-		DurationMs: q.Duration.Milliseconds(), IntervalMs: q.Interval.Milliseconds()}, opt)
+		DurationMs: q.Duration.Milliseconds(), IntervalMs: q.Interval.Milliseconds()}, opts...)
 	if err != nil {
 		return nil, wrap("stacks of job "+jobID, err)
 	}

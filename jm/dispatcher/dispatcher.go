@@ -165,7 +165,7 @@ type Dispatcher struct {
 	// (id → tenant): asked for meanwhile, they are unavailable, not
 	// missing.
 	recovering map[string]string
-	closed       bool
+	closed     bool
 
 	stop chan struct{}
 	wg   sync.WaitGroup

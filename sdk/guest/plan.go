@@ -31,6 +31,8 @@ type op struct {
 	// eventTimer runs for event-time timers (OnEventTimer).
 	eventTimer TimerFunc
 	source     SourceFunc
+	// window is a window operator's (a Process vertex) state and timers.
+	window *windowOp
 	sink       SinkFunc
 
 	onOpen    func(ctx *Context)
@@ -87,6 +89,7 @@ func declare(args []string) (*Env, error) {
 	}
 	e := &Env{args: args}
 	registered(e)
+	e.finishWindows()
 	if e.err != nil {
 		return nil, fmt.Errorf("plan: %w", e.err)
 	}

@@ -1,0 +1,138 @@
+//go:build !wasip1
+
+package main
+
+import (
+	"context"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/sdk/guest/jobtest"
+)
+
+// step is one input of a window table test: a record ("key value time")
+// or a watermark, and what the window operator emits after it.
+type step struct {
+	rec  string // "a a1 3": key a, value a1, time 3
+	wm   int64  // when rec is ""
+	out  []string
+	late []string // late records' values
+}
+
+func rec(s string) jobtest.Record {
+	f := strings.Fields(s)
+	return jobtest.Record{Key: []byte(f[0]), HasKey: true, Value: []byte(f[1]), Time: atoi([]byte(f[2])), HasTime: true}
+}
+
+// runTable feeds steps to the window operator "win" (its own task: it has
+// a main and a late output) and checks what it emits after each: main
+// results tagged 0, late records tagged 1.
+func runTable(t *testing.T, m *jobtest.Mode, args []string, steps []step) {
+	t.Helper()
+	ctx := context.Background()
+	task, err := m.Open(ctx, jobtest.TaskConfig{Args: args, Operators: []string{"win"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer task.Close()
+	for i, s := range steps {
+		what := s.rec
+		if s.rec != "" {
+			err = task.Process(rec(s.rec))
+		} else {
+			what = "watermark"
+			err = task.SetWatermark(s.wm)
+		}
+		if err != nil {
+			t.Fatalf("step %d (%s %d): %v", i, what, s.wm, err)
+		}
+		var out, late []string
+		for _, r := range task.TakeOutput() {
+			if len(r.Value) == 0 {
+				t.Fatalf("step %d: an untagged output record %+v", i, r)
+			}
+			switch r.Value[0] {
+			case 0:
+				out = append(out, string(r.Value[1:]))
+				if !r.HasTime {
+					t.Errorf("step %d: result %q has no time", i, r.Value[1:])
+				}
+			case 1:
+				late = append(late, string(r.Value[1:]))
+			default:
+				t.Fatalf("step %d: output tag %d", i, r.Value[0])
+			}
+		}
+		if !slices.Equal(out, s.out) || !slices.Equal(late, s.late) {
+			t.Errorf("step %d (%s %d): fired %q late %q, want fired %q late %q", i, what, s.wm, out, late, s.out, s.late)
+		}
+	}
+}
+
+const end = math.MaxInt64
+
+// Over hand-made out-of-order streams: which window each record lands in
+// (the process function lists a window's records), when windows fire,
+// which records update a fired window within the allowed lateness (it
+// fires again with them) and which are late and reach the late output.
+func TestWindowTable(t *testing.T) {
+	tables := []struct {
+		name  string
+		args  []string
+		steps []step
+	}{
+		{"tumbling 10 lateness 5", []string{"--kind", "tumbling", "--size", "10", "--lateness", "5", "--fn", "process"}, []step{
+			{rec: "a a1 1"},
+			{rec: "a a2 12"},
+			{rec: "a a3 3"}, // out of order, on time
+			{wm: 9, out: []string{"a 0 10 a1,a3"}},
+			{rec: "a a4 5", out: []string{"a 0 10 a1,a3,a4"}}, // within lateness: fires again
+			{rec: "b b1 8", out: []string{"b 0 10 b1"}},       // a new window already due, within lateness
+			{wm: 14},                                          // lateness over: [0,10)'s state goes
+			{rec: "a a5 7", late: []string{"a5"}},             // beyond lateness
+			{rec: "a a6 19"},
+			{wm: 19, out: []string{"a 10 20 a2,a6"}},
+			{rec: "a a7 21"},
+			{rec: "a a8 -3", late: []string{"a8"}}, // before the epoch: window [-10,0), long done
+			{wm: end, out: []string{"a 20 30 a7"}},
+		}},
+		{"tumbling 10 no lateness", []string{"--kind", "tumbling", "--size", "10", "--fn", "process"}, []step{
+			{rec: "a a1 1"},
+			{wm: 9, out: []string{"a 0 10 a1"}},
+			{rec: "a a2 9", late: []string{"a2"}}, // at the watermark: late
+			{rec: "a a3 10"},
+			{wm: end, out: []string{"a 10 20 a3"}},
+		}},
+		{"sliding 10 every 5", []string{"--kind", "sliding", "--size", "10", "--slide", "5", "--fn", "process"}, []step{
+			{rec: "a a1 7"}, // in [0,10) and [5,15)
+			{rec: "a a2 12"},
+			{wm: 9, out: []string{"a 0 10 a1"}},
+			{rec: "a a3 8"},                       // [0,10) is done, [5,15) is not: not late
+			{rec: "a a4 3", late: []string{"a4"}}, // [-5,5) and [0,10) are done
+			{wm: 14, out: []string{"a 5 15 a1,a2,a3"}},
+			{wm: end, out: []string{"a 10 20 a2"}},
+		}},
+		{"session gap 10 lateness 5", []string{"--kind", "session", "--size", "10", "--lateness", "5", "--fn", "process"}, []step{
+			{rec: "a a1 0"},
+			{rec: "a a2 5"}, // merges: [0,15)
+			{rec: "a a3 30"},
+			{rec: "b b1 3"},
+			{wm: 14, out: []string{"b 3 13 b1", "a 0 15 a1,a2"}}, // timers earliest first
+			{rec: "a a4 12"}, // merges into the fired session, which grows past the watermark
+			{wm: 21, out: []string{"a 0 22 a1,a2,a4"}},
+			{rec: "a a5 20"}, // [0,30)
+			{wm: 40, out: []string{"a 0 30 a1,a2,a4,a5", "a 30 40 a3"}},
+			{rec: "a a6 32"},                      // [30,42)
+			{rec: "a a7 10", late: []string{"a7"}}, // [0,30)'s lateness ended at 34
+			{rec: "b b2 1", late: []string{"b2"}},
+			{wm: end, out: []string{"a 30 42 a3,a6"}},
+		}},
+	}
+	jobtest.Run(t, ".", func(t *testing.T, m *jobtest.Mode) {
+		for _, tb := range tables {
+			t.Run(tb.name, func(t *testing.T) { runTable(t, m, tb.args, tb.steps) })
+		}
+	})
+}

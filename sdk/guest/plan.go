@@ -33,7 +33,7 @@ type op struct {
 	source     SourceFunc
 	// window is a window operator's (a Process vertex) state and timers.
 	window *windowOp
-	sink       SinkFunc
+	sink   SinkFunc
 
 	onOpen    func(ctx *Context)
 	onBarrier func(ctx *Context, checkpointID int64)

@@ -90,8 +90,8 @@ func TestWindowTable(t *testing.T) {
 			{wm: 9, out: []string{"a 0 10 a1,a3"}},
 			{rec: "a a4 5", out: []string{"a 0 10 a1,a3,a4"}}, // within lateness: fires again
 			{rec: "b b1 8", out: []string{"b 0 10 b1"}},       // a new window already due, within lateness
-			{wm: 14},                                          // lateness over: [0,10)'s state goes
-			{rec: "a a5 7", late: []string{"a5"}},             // beyond lateness
+			{wm: 14},                              // lateness over: [0,10)'s state goes
+			{rec: "a a5 7", late: []string{"a5"}}, // beyond lateness
 			{rec: "a a6 19"},
 			{wm: 19, out: []string{"a 10 20 a2,a6"}},
 			{rec: "a a7 21"},
@@ -124,7 +124,7 @@ func TestWindowTable(t *testing.T) {
 			{wm: 21, out: []string{"a 0 22 a1,a2,a4"}},
 			{rec: "a a5 20"}, // [0,30)
 			{wm: 40, out: []string{"a 0 30 a1,a2,a4,a5", "a 30 40 a3"}},
-			{rec: "a a6 32"},                      // [30,42)
+			{rec: "a a6 32"},                       // [30,42)
 			{rec: "a a7 10", late: []string{"a7"}}, // [0,30)'s lateness ended at 34
 			{rec: "b b2 1", late: []string{"b2"}},
 			{wm: end, out: []string{"a 30 42 a3,a6"}},

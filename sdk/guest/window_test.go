@@ -48,7 +48,7 @@ func TestWindowPlanMisuse(t *testing.T) {
 		"session aggregate without merge": {windowPlan(Session(time.Second), func(ws *WindowedStream) *Stream {
 			return ws.Aggregate("w", Aggregator{Add: func(acc []byte, r Record) []byte { return acc }})
 		}), `window "w": session windows merge, so the Aggregator needs a Merge function`},
-		"nil reduce": {windowPlan(Tumbling(time.Second), func(ws *WindowedStream) *Stream { return ws.Reduce("w", nil) }), `process "w": nil function`},
+		"nil reduce":  {windowPlan(Tumbling(time.Second), func(ws *WindowedStream) *Stream { return ws.Reduce("w", nil) }), `process "w": nil function`},
 		"nil process": {windowPlan(Tumbling(time.Second), func(ws *WindowedStream) *Stream { return ws.Process("w", nil) }), `process "w": nil function`},
 		"late of a map": {func(env *Env) {
 			env.TextSource("in").Map("m", func(r Record) Record { return r }).Late("late").Collect("o")

@@ -98,3 +98,28 @@ func TestTypedWindows(t *testing.T) {
 		})
 	}
 }
+
+// An empty value is a value: a session whose reduction so far is empty
+// goes on from it, not from the next element as if it had none.
+func TestWindowReduceKeepsEmptyValues(t *testing.T) {
+	h := host(t, func(env *guest.Env) {
+		env.Source("in", func(*guest.Context, int, *guest.Collector) bool { return true }).
+			KeyBy("k", func(r guest.Record) []byte { return r.Key }).
+			Window(guest.Session(10*time.Millisecond).InProcessingTime()).
+			Reduce("w", func(acc, v []byte) []byte { return append(append(acc, '|'), v...) }).
+			Collect("out")
+	})
+	if _, err := h.Plan(); err != nil {
+		t.Fatal(err)
+	}
+	must(t, h.Open(3))
+	for i, v := range []string{"", "", "b"} {
+		h.SetClock(int64(100 + i))
+		must(t, h.Process(guest.Record{Key: []byte("a"), HasKey: true, Value: []byte(v)}))
+	}
+	h.SetClock(200)
+	must(t, h.FireTimers())
+	if got := values(h.Take()); !slices.Equal(got, []string{"||b"}) {
+		t.Errorf("output %q, want [\"||b\"]", got)
+	}
+}

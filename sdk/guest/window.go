@@ -585,8 +585,9 @@ func (wo *windowOp) loadSessions(ctx *KeyedContext) []session {
 		if n > len(b) {
 			panic(fmt.Sprintf("window %q: malformed session state", wo.op.name))
 		}
-		// A copy: the state buffer is reused by the next state call.
-		s.content, b = append([]byte(nil), b[:n]...), b[n:]
+		// A copy: the state buffer is reused by the next state call. Not
+		// nil, even empty: a nil accumulator means "none yet".
+		s.content, b = append([]byte{}, b[:n]...), b[n:]
 		wo.sessions = append(wo.sessions, s)
 	}
 	return wo.sessions
@@ -612,7 +613,7 @@ func (wo *windowOp) mergeContent(a, b []byte) []byte {
 	if wo.process != nil {
 		return append(append([]byte(nil), a...), b...)
 	}
-	return append([]byte(nil), wo.merge(a, b)...)
+	return append([]byte{}, wo.merge(a, b)...)
 }
 
 // sessionElement adds r (at ts) to the key's sessions: its own window
@@ -670,7 +671,7 @@ func (wo *windowOp) sessionElement(ctx *KeyedContext, r Record, ts, now int64, o
 		if have {
 			acc = content
 		}
-		content = append([]byte(nil), wo.add(acc, r)...)
+		content = append([]byte{}, wo.add(acc, r)...)
 	}
 	existed := false
 	for _, s := range absorbed {

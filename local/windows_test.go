@@ -158,3 +158,33 @@ func TestWindowsResumeFromASavepointAtAnotherParallelism(t *testing.T) {
 		t.Fatalf("windows after the resume at p=3:\n%s", diff)
 	}
 }
+
+// Bad windows fail the submission, before anything is deployed, with the
+// SDK's message.
+func TestBadWindowsFailTheSubmission(t *testing.T) {
+	c := localtest.Start(t, local.Config{Slots: 2})
+	cl := c.Client()
+	ctx := context.Background()
+	digest, err := cl.UploadModule(ctx, localtest.Guest(t, windowGuest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--size", "0"}, "Tumbling(0s): the size must be at least 1ms"},
+		{[]string{"--kind", "sliding", "--size", "100", "--slide", "200"}, "Sliding(100ms, 200ms): the slide is larger than the size"},
+		{[]string{"--kind", "sliding", "--size", "100", "--slide", "0"}, "the slide must be at least 1ms"},
+		{[]string{"--kind", "session", "--size", "-5"}, "Session(-5ms): the gap must be at least 1ms"},
+		{[]string{"--lateness", "-1"}, "WithAllowedLateness(-1ms): the allowed lateness must not be negative"},
+	} {
+		_, err := cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Args: tc.args, Parallelism: 1})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("submit %v: %v, want an error with %q", tc.args, err, tc.want)
+		}
+	}
+	if jobs, err := cl.ListJobs(ctx); err != nil || len(jobs) != 0 {
+		t.Errorf("jobs after the refused submissions: %v (%v)", jobs, err)
+	}
+}

@@ -279,6 +279,10 @@ func (s *Stream) OnTimer(fn TimerFunc) *Stream {
 	if s.op.kind != jobgraph.KindProcess {
 		s.env.fail("OnTimer on %q: only Process operators have timers", s.op.name)
 	}
+	if s.op.window != nil {
+		s.env.fail("OnTimer on %q: a window operator's timers are its own", s.op.name)
+		return s
+	}
 	s.op.timer = fn
 	return s
 }

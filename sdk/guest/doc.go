@@ -1,7 +1,7 @@
 // Package guest is the Go SDK for writing Sluice jobs. A job is an ordinary
 // Go program built with GOOS=wasip1 GOARCH=wasm -buildmode=c-shared: it
-// declares its dataflow (sources, map, flat-map, filter, key-by + reduce or
-// keyed process, sinks) with plain Go functions, and the SDK implements the
+// declares its dataflow (sources, map, flat-map, filter, key-by + reduce,
+// keyed process or windows, sinks) with plain Go functions, and the SDK implements the
 // guest side of the ABI (docs/ABI.md).
 //
 //	package main
@@ -30,6 +30,10 @@
 // recovery and rescaling work without the guest's help; the guest reaches
 // them through KeyedContext and Context. Records handed to user functions
 // alias SDK buffers and are valid during the call only.
+//
+// Windows (window.go; docs/event-time.md, "Windows") are keyed Process
+// operators the SDK writes: each key's open windows in keyed state, timers
+// to fire them, and an optional late output.
 //
 // This is the byte-level API: keys and values are []byte. Its typed layer,
 // package sdk/guest/typed, gives streams of Go values with codecs

@@ -113,6 +113,10 @@ func (s *Stream) OnEventTimer(fn TimerFunc) *Stream {
 	if s.op.kind != jobgraph.KindProcess {
 		s.env.fail("OnEventTimer on %q: only Process operators have timers", s.op.name)
 	}
+	if s.op.window != nil {
+		s.env.fail("OnEventTimer on %q: a window operator's timers are its own", s.op.name)
+		return s
+	}
 	s.op.eventTimer = fn
 	return s
 }

@@ -31,7 +31,9 @@ type op struct {
 	// eventTimer runs for event-time timers (OnEventTimer).
 	eventTimer TimerFunc
 	source     SourceFunc
-	sink       SinkFunc
+	// window is a window operator's (a Process vertex) state and timers.
+	window *windowOp
+	sink   SinkFunc
 
 	onOpen    func(ctx *Context)
 	onBarrier func(ctx *Context, checkpointID int64)
@@ -87,6 +89,7 @@ func declare(args []string) (*Env, error) {
 	}
 	e := &Env{args: args}
 	registered(e)
+	e.finishWindows()
 	if e.err != nil {
 		return nil, fmt.Errorf("plan: %w", e.err)
 	}

@@ -46,14 +46,15 @@
 // operator's Context. All are kept by the host, in every checkpoint. Reduce,
 // Fold and Aggregate keep their accumulators themselves.
 //
-// # Later: windows and joins
+// # Windows
 //
-// Event time, windows and joins belong to the streaming issue (#12) and are
-// not here yet. They will be package functions over KeyedStream, as Reduce
-// is (a window assigner turning a KeyedStream[K, T] into a
-// WindowedStream[K, T, W] whose Reduce and Aggregate take the same
-// AggregateFunction), and a join a function of two KeyedStreams with the
-// same K; nothing in the types here needs to change for them.
+// Window groups a KeyedStream[K, T] into windows (guest.Tumbling,
+// guest.Sliding, guest.Session, in event or processing time, with allowed
+// lateness); WindowReduce, WindowAggregate (the same AggregateFunction,
+// with Merge for sessions) and WindowProcess emit per key and window, and
+// WindowStream.Late is the stream of late elements. They are the
+// byte-level guest windows (docs/event-time.md, "Windows"), typed. Joins
+// belong to the streaming issue (#12) and are not here yet.
 //
 // It uses the standard library and package guest only; it compiles into
 // user modules.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/sdk/guest"
 	"github.com/sluicehq/sluice/sdk/guest/typed"
@@ -209,4 +210,45 @@ func ExampleListState() {
 	fmt.Println(l, err)
 	// Output:
 	// [20.5 21] <nil>
+}
+
+// reading is a sensor's name and temperature.
+type reading = typed.Tuple2[string, float64]
+
+// average is an AggregateFunction (with Merge, a MergingAggregateFunction,
+// so it also serves session windows): a sum and a count, and their mean.
+type average struct{}
+
+func (average) CreateAccumulator() typed.Tuple2[float64, int64] {
+	return typed.Tuple2[float64, int64]{}
+}
+func (average) Add(r reading, acc typed.Tuple2[float64, int64]) typed.Tuple2[float64, int64] {
+	return typed.Tuple2[float64, int64]{A: acc.A + r.B, B: acc.B + 1}
+}
+func (average) GetResult(acc typed.Tuple2[float64, int64]) float64 { return acc.A / float64(acc.B) }
+func (average) Merge(a, b typed.Tuple2[float64, int64]) typed.Tuple2[float64, int64] {
+	return typed.Tuple2[float64, int64]{A: a.A + b.A, B: a.B + b.B}
+}
+
+// A per-sensor average over tumbling minutes of event time, with ten
+// seconds of allowed lateness; the readings later than that go to files of
+// their own.
+func ExampleWindowAggregate() {
+	guest.Job(func(env *guest.Env) {
+		readings := typed.Source(env, "readings", typed.Pair(typed.String(), typed.Float64()),
+			func(ctx *guest.Context, max int, out *typed.Emitter[reading]) bool {
+				// for each reading: out.EmitAt(reading{A: sensor, B: temp}, timeMs)
+				return true
+			}).WithWatermarks(guest.BoundedOutOfOrderness(2 * time.Second))
+		bySensor := typed.KeyBy(readings, "sensor", typed.String(), func(r reading) string { return r.A })
+		minutes := typed.Window(bySensor, guest.Tumbling(time.Minute).WithAllowedLateness(10*time.Second))
+		avg := typed.WindowAggregate(minutes, "average", typed.AggregateFunction[reading, typed.Tuple2[float64, int64], float64](average{}),
+			typed.Pair(typed.Float64(), typed.Int64()), typed.Float64())
+		typed.Format(avg.Stream, "format", func(line []byte, w typed.Windowed[string, float64]) []byte {
+			return fmt.Appendf(line, "%s %d %.1f", w.Key, w.Window.End, w.Value)
+		}).WriteFiles("out", "averages")
+		typed.Format(avg.Late("late"), "format-late", func(line []byte, r reading) []byte {
+			return fmt.Appendf(line, "late %s %.1f", r.A, r.B)
+		}).WriteFiles("late-out", "late-readings")
+	})
 }

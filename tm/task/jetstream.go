@@ -99,37 +99,46 @@ func (t *task) runJetStream(ctx context.Context) error {
 		return err
 	}
 	src := &source{flush: flush}
+	it, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("task %s: read jetstream stream %q: %w", t.spec.ExecutionID, set.Stream, err)
+	}
+	defer it.Stop()
 	for {
 		if err := t.serveControl(ctx, src); err != nil {
 			return err
 		}
 		waited := t.met.waitStart()
-		batch, err := cons.Fetch(batchRecords, jetstream.FetchMaxWait(jsFetchWait))
-		if err != nil {
-			t.met.idleSince(waited)
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return fmt.Errorf("task %s: fetch from jetstream stream %q: %w", t.spec.ExecutionID, set.Stream, err)
-		}
-		for msg := range batch.Messages() {
-			md, err := msg.Metadata()
-			if err != nil {
-				return fmt.Errorf("task %s: jetstream message without metadata: %w", t.spec.ExecutionID, err)
-			}
-			recs = append(recs, abi.Record{Key: []byte(msg.Subject()), HasKey: true, Value: msg.Data(),
-				Time: md.Timestamp.UnixMilli(), HasTime: true})
-			t.jsNext = md.Sequence.Stream + 1
-		}
+		// One context bounds the wait and honours ctx (the library takes
+		// one or the other).
+		wctx, cancel := context.WithTimeout(ctx, jsFetchWait)
+		msg, err := it.Next(jetstream.NextContext(wctx))
+		cancel()
 		t.met.idleSince(waited)
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
-			if ctx.Err() != nil {
-				return ctx.Err()
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded):
+			// Nothing new: hand on what is held.
+			if err := flush(); err != nil {
+				return err
 			}
-			return fmt.Errorf("task %s: fetch from jetstream stream %q: %w", t.spec.ExecutionID, set.Stream, err)
+			continue
+		default:
+			return fmt.Errorf("task %s: read jetstream stream %q: %w", t.spec.ExecutionID, set.Stream, err)
 		}
-		if err := flush(); err != nil {
-			return err
+		md, err := msg.Metadata()
+		if err != nil {
+			return fmt.Errorf("task %s: jetstream message without metadata: %w", t.spec.ExecutionID, err)
+		}
+		recs = append(recs, abi.Record{Key: []byte(msg.Subject()), HasKey: true, Value: msg.Data(),
+			Time: md.Timestamp.UnixMilli(), HasTime: true})
+		t.jsNext = md.Sequence.Stream + 1
+		if len(recs) >= batchRecords || t.ctl.pending() {
+			if err := flush(); err != nil {
+				return err
+			}
 		}
 	}
 }

@@ -8,7 +8,8 @@
 //	--stream S        the stream to read (required)
 //	--subject S       the subject to publish to (required)
 //	--at-least-once   publish at once instead of after the checkpoint
-//	--p N             the keyed step's and the sink's parallelism (default 2)
+//	--p N             the keyed step's and the sink's parallelism (default 2); the
+//	                  source and its KeyBy run at 1, so each key's records keep their order
 package main
 
 import (
@@ -56,7 +57,7 @@ func init() {
 			KeyBy("key", func(r guest.Record) []byte {
 				k, _, _ := bytes.Cut(r.Value, []byte(" "))
 				return k
-			}).SetParallelism(p).
+			}).
 			Process("count", func(ctx *guest.KeyedContext, r guest.Record, out *guest.Collector) {
 				n, _ := ctx.GetInt64("n")
 				n++

@@ -33,6 +33,8 @@ const (
 	// jsPublishGiveUp is how long the sink retries a publish that fails
 	// before it fails the task (and the job's restart strategy applies).
 	jsPublishGiveUp = 30 * time.Second
+	// jsPublishWindow bounds the unacknowledged publishes of the sink.
+	jsPublishWindow = 1000
 	// jsKeyHeader carries a record's key in a published message.
 	jsKeyHeader = "Sluice-Key"
 )
@@ -254,6 +256,11 @@ func (s *jetStreamSink) write(ctx context.Context, recs []abi.Record) error {
 				return fmt.Errorf("jetstream sink: publish to %q: %w", s.subject, err)
 			}
 			s.futures = append(s.futures, f)
+			if len(s.futures) >= jsPublishWindow {
+				if err := s.flushAcks(ctx); err != nil {
+					return err
+				}
+			}
 			continue
 		}
 		s.cur = append(s.cur, r)
@@ -425,23 +432,34 @@ func (s *jetStreamSink) publishReady(completed int64, all bool) error {
 }
 
 func (s *jetStreamSink) publishBatch(p *jsBatch) error {
-	futures := make([]jetstream.PubAckFuture, 0, len(p.recs))
-	for i, r := range p.recs {
-		f, err := s.js.PublishMsgAsync(s.msg(r, jsconn.MsgID(s.job, s.vertex, p.id, p.subtask, i)))
-		if err != nil {
-			return fmt.Errorf("publish checkpoint %d's records to %q: %w", p.id, s.subject, err)
+	// In windows of jsPublishWindow, below the client's limit on
+	// unacknowledged async publishes.
+	for from := 0; from < len(p.recs); from += jsPublishWindow {
+		futures := make([]jetstream.PubAckFuture, 0, jsPublishWindow)
+		for i := from; i < min(from+jsPublishWindow, len(p.recs)); i++ {
+			f, err := s.js.PublishMsgAsync(s.msg(p.recs[i], jsconn.MsgID(s.job, s.vertex, p.id, p.subtask, i)))
+			if err != nil {
+				return fmt.Errorf("publish checkpoint %d's records to %q: %w", p.id, s.subject, err)
+			}
+			futures = append(futures, f)
 		}
-		futures = append(futures, f)
+		if err := s.waitAcks(p.id, futures); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+func (s *jetStreamSink) waitAcks(id int64, futures []jetstream.PubAckFuture) error {
 	timeout := time.NewTimer(10 * time.Second)
 	defer timeout.Stop()
 	for _, f := range futures {
 		select {
 		case <-f.Ok():
 		case err := <-f.Err():
-			return fmt.Errorf("publish checkpoint %d's records to %q: %w", p.id, s.subject, err)
+			return fmt.Errorf("publish checkpoint %d's records to %q: %w", id, s.subject, err)
 		case <-timeout.C:
-			return fmt.Errorf("publish checkpoint %d's records to %q: no acknowledgement in 10s", p.id, s.subject)
+			return fmt.Errorf("publish checkpoint %d's records to %q: no acknowledgement in 10s", id, s.subject)
 		case <-s.stop:
 			return errors.New("jetstream sink closed")
 		}

@@ -161,7 +161,8 @@ func TestJetStreamSourceToSinkExactlyOnce(t *testing.T) {
 	jsCheck(t, js, 2*n, keys)
 }
 
-// TaskManagers die three times while the job runs: after each restore the
+// TaskManagers die three times while the job runs (in-process TaskManagers
+// stopped abruptly, not kill -9 of a process): after each restore the
 // source resumes at its checkpointed sequence and the sink's replays are
 // deduplicated, so OUT holds each result once.
 func TestJetStreamExactlyOnceAcrossTaskManagerFailures(t *testing.T) {
@@ -246,4 +247,41 @@ func jsCount(t *testing.T, js jetstream.JetStream) int {
 		t.Fatal(err)
 	}
 	return int(info.State.Msgs)
+}
+
+// Bad JetStream settings are refused at submission, each with an error
+// that says what is wrong.
+func TestJetStreamBadInputAtSubmit(t *testing.T) {
+	srv := testutil.StartNATS(t)
+	jsSetup(t, srv.URL, 0, 1)
+	c := localtest.Start(t, local.Config{Slots: 2})
+	cl := c.Client()
+	ctx := context.Background()
+	digest, err := cl.UploadModule(ctx, localtest.Guest(t, jetStreamGuest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "nats://" + testutil.FreeAddr(t)
+	checkpoints := map[string]string{jobconfig.KeyCheckpointInterval: "1s"}
+	for _, tc := range []struct {
+		name, url, stream, subject string
+		config                     map[string]string
+		want                       string
+	}{
+		{"unreachable server", dead, "IN", "out.counts", checkpoints, "connect to NATS at " + dead},
+		{"malformed URL", "nats://127.0.0.1:99999", "IN", "out.counts", checkpoints, "port \"99999\" is not from 1 to 65535"},
+		{"unknown stream", srv.URL, "NOPE", "out.counts", checkpoints, "stream \"NOPE\" does not exist"},
+		{"invalid sink subject", srv.URL, "IN", "out..counts", checkpoints, "has an empty token"},
+		{"wildcard sink subject", srv.URL, "IN", "out.*", checkpoints, "has a wildcard"},
+		{"subject no stream stores", srv.URL, "IN", "elsewhere", checkpoints, "no stream on"},
+		{"exactly once without checkpoints", srv.URL, "IN", "out.counts", nil, "exactly-once jetstream sink"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"--url", tc.url, "--stream", tc.stream, "--subject", tc.subject}
+			_, err := cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Args: args, Parallelism: 1, Config: tc.config})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("submit: %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
 }

@@ -82,3 +82,4 @@ func (n *NATS) Stop() {
 	n.srv.WaitForShutdown()
 	n.srv = nil
 }
+

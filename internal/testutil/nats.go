@@ -82,4 +82,3 @@ func (n *NATS) Stop() {
 	n.srv.WaitForShutdown()
 	n.srv = nil
 }
-

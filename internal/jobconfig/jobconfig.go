@@ -69,6 +69,16 @@ func (p Poison) Allowed(dropped, in int64) bool {
 // An error naming the operator whose override needs a key the config
 // lacks.
 func (c Config) CheckGraph(g *jobgraph.Graph) error {
+	if g != nil && !c.Checkpoints.Enabled() {
+		for _, v := range g.Vertices {
+			if v.Connector != jobgraph.ConnectorJetStreamSink {
+				continue
+			}
+			if set, err := v.JetStream(); err == nil && set.Delivery == jobgraph.DeliveryExactlyOnce {
+				return fmt.Errorf("operator %d (%s) is an exactly-once jetstream sink, which publishes when a checkpoint completes, but the job sets no %s: set it (e.g. 10s), or make the sink %s", v.ID, v.Name, KeyCheckpointInterval, jobgraph.DeliveryAtLeastOnce)
+			}
+		}
+	}
 	if c.Poison.DeadLetterPath != "" || g == nil {
 		return nil
 	}

@@ -51,9 +51,9 @@ func KnownPartitioner(p Partitioner) bool {
 // for an unknown connector.
 func ConnectorKind(connector string) (Kind, bool) {
 	switch connector {
-	case ConnectorText, ConnectorNexmark:
+	case ConnectorText, ConnectorNexmark, ConnectorJetStreamSource:
 		return KindSource, true
-	case ConnectorCollect, ConnectorFile, ConnectorBlackhole:
+	case ConnectorCollect, ConnectorFile, ConnectorBlackhole, ConnectorJetStreamSink:
 		return KindSink, true
 	}
 	return "", false
@@ -198,7 +198,7 @@ func Validate(g *Graph, defaultParallelism, maxParallelismLimit int) error {
 			k, ok := ConnectorKind(v.Connector)
 			switch {
 			case !ok:
-				bad("%s: unknown connector %s (known: %s, %s, %s, %s, %s)", vname(v), shortQuote(v.Connector), ConnectorText, ConnectorNexmark, ConnectorCollect, ConnectorFile, ConnectorBlackhole)
+				bad("%s: unknown connector %s (known: %s, %s, %s, %s, %s, %s, %s)", vname(v), shortQuote(v.Connector), ConnectorText, ConnectorNexmark, ConnectorCollect, ConnectorFile, ConnectorBlackhole, ConnectorJetStreamSource, ConnectorJetStreamSink)
 			case k != v.Kind:
 				bad("%s: connector %q is a %s, not a %s", vname(v), v.Connector, k, v.Kind)
 			case v.Connector == ConnectorFile:
@@ -208,6 +208,13 @@ func Validate(g *Graph, defaultParallelism, maxParallelismLimit int) error {
 			case v.Connector == ConnectorNexmark:
 				if _, err := v.Nexmark(); err != nil {
 					bad("%s: %v", vname(v), err)
+				}
+			case v.Connector == ConnectorJetStreamSource || v.Connector == ConnectorJetStreamSink:
+				if _, err := v.JetStream(); err != nil {
+					bad("%s: %v", vname(v), err)
+				}
+				if p := ParallelismOf(v, defaultParallelism); v.Connector == ConnectorJetStreamSource && p != 1 {
+					bad("%s: a jetstream source reads its stream with one reader: set its parallelism to 1, not %d (rebalance after it to spread the work)", vname(v), p)
 				}
 			}
 		}

@@ -171,6 +171,54 @@ func (e *Env) NexmarkSource(name string, o NexmarkOptions) *Stream {
 	return &Stream{env: e, op: op}
 }
 
+// JetStreamOptions configure a JetStreamSource or a JetStreamSink; the
+// keys they set are those of docs/ABI.md section 5.
+type JetStreamOptions struct {
+	// URL is the server, or several separated by commas
+	// (nats://host:port; tls://host:port for TLS). Required.
+	URL string
+	// Token, or User and Password, authenticate. They are secrets: the
+	// cluster keeps them out of its logs and errors.
+	Token, User, Password string
+	// Subject is a source's subject filter (empty: the whole stream).
+	Subject string
+	// Start is where a source without a checkpoint starts: "first" (the
+	// default), "new", "seq:N" or "time:RFC3339".
+	Start string
+	// AtLeastOnce makes a sink publish at once rather than when the
+	// checkpoint completes: lower latency, duplicates after a restore.
+	AtLeastOnce bool
+}
+
+func (o JetStreamOptions) config() map[string]string {
+	c := map[string]string{jobgraph.ConfigNATSURL: o.URL}
+	for k, v := range map[string]string{jobgraph.ConfigNATSToken: o.Token, jobgraph.ConfigNATSUser: o.User,
+		jobgraph.ConfigNATSPassword: o.Password, jobgraph.ConfigJetStreamStart: o.Start} {
+		if v != "" {
+			c[k] = v
+		}
+	}
+	return c
+}
+
+// JetStreamSource reads the NATS JetStream stream named stream with the
+// host's "jetstream-source" connector, in sequence order: each message's
+// subject is the record's Key, its data the Value, its timestamp the Time.
+// The next sequence is kept in each checkpoint, so a restore resumes
+// there. It is unbounded and runs with parallelism 1 (one reader per
+// stream; rebalance after it to spread the work).
+func (e *Env) JetStreamSource(name, stream string, o JetStreamOptions) *Stream {
+	op := e.add(name, jobgraph.KindSource, false)
+	op.connector = jobgraph.ConnectorJetStreamSource
+	op.config = o.config()
+	op.config[jobgraph.ConfigJetStreamStream] = stream
+	if o.Subject != "" {
+		op.config[jobgraph.ConfigJetStreamSubject] = o.Subject
+	}
+	op.parallelism = 1
+	return &Stream{env: e, op: op}
+}
+
 // Source adds a source written in Go. The SDK calls fn whenever the task
 // asks for records, until fn reports done.
 func (e *Env) Source(name string, fn SourceFunc) *Stream {
@@ -312,6 +360,25 @@ func (s *Stream) WriteFiles(name, path string) *Stream {
 	o.connector = jobgraph.ConnectorFile
 	o.config = map[string]string{"path": path}
 	return &Stream{env: s.env, op: o}
+}
+
+// JetStreamSink ends the stream in the host's "jetstream-sink" connector:
+// each record's Value is published to subject (its Key, if any, in the
+// Sluice-Key header). Exactly once by default: the records are held until
+// the checkpoint after them completes and are then published with
+// Nats-Msg-Id headers the server deduplicates within the stream's
+// duplicate window, so the job needs checkpoints. o.AtLeastOnce publishes
+// at once instead.
+func (s *Stream) JetStreamSink(name, subject string, o JetStreamOptions) *Stream {
+	op := s.then(name, jobgraph.KindSink, false)
+	op.connector = jobgraph.ConnectorJetStreamSink
+	op.config = o.config()
+	delete(op.config, jobgraph.ConfigJetStreamStart)
+	op.config[jobgraph.ConfigJetStreamSubject] = subject
+	if o.AtLeastOnce {
+		op.config[jobgraph.ConfigJetStreamDelivery] = jobgraph.DeliveryAtLeastOnce
+	}
+	return &Stream{env: s.env, op: op}
 }
 
 // Sink ends the stream in a sink written in Go.

@@ -146,6 +146,11 @@ type task struct {
 	collectEnd   bool
 	fileEnd      bool
 	blackholeEnd bool // the tail is a blackhole sink: records are counted, nothing kept
+	jsHead       bool // the head is a jetstream source (jetstream.go)
+	jsSinkEnd    *jobgraph.Vertex
+	jsSink       *jetStreamSink
+	jsNext       uint64          // the jetstream source's next stream sequence; 0: its start
+	hostState    *wasmhost.State // a chain without guest operators: the connectors' state
 	guest        []jobgraph.Vertex
 
 	mod     *wasmhost.Module
@@ -267,6 +272,10 @@ func (t *task) validate() error {
 			t.textHead = true
 		case v.Connector == jobgraph.ConnectorNexmark && i == 0:
 			t.nexmarkHead = true
+		case v.Connector == jobgraph.ConnectorJetStreamSource && i == 0:
+			t.jsHead = true
+		case v.Connector == jobgraph.ConnectorJetStreamSink && i == len(s.Chain)-1:
+			t.jsSinkEnd = &s.Chain[i]
 		case v.Connector == jobgraph.ConnectorCollect && i == len(s.Chain)-1:
 			t.collectEnd = true
 		case v.Connector == jobgraph.ConnectorBlackhole && i == len(s.Chain)-1:
@@ -293,7 +302,11 @@ func (t *task) validate() error {
 		return errors.New("a nexmark source needs Deps.Splits")
 	case t.nexmarkHead && len(s.Inputs) > 0:
 		return errors.New("a nexmark source task has inputs")
-	case !t.textHead && !t.nexmarkHead && !t.guestSource() && len(s.Inputs) == 0:
+	case t.jsHead && len(s.Inputs) > 0:
+		return errors.New("a jetstream source task has inputs")
+	case t.jsSinkEnd != nil && len(s.Outputs) > 0:
+		return errors.New("a jetstream sink task has outputs")
+	case !t.textHead && !t.nexmarkHead && !t.jsHead && !t.guestSource() && len(s.Inputs) == 0:
 		return errors.New("the chain's head is not a source and the task has no inputs")
 	case t.collectEnd && len(s.Outputs) > 0:
 		return errors.New("a collect sink task has outputs")
@@ -309,10 +322,10 @@ func (t *task) validate() error {
 		return errors.New("inputs or outputs need Deps.Exchange")
 	case len(t.guest) > 0 && t.deps.Modules == nil:
 		return errors.New("guest operators need Deps.Modules")
-	case len(t.guest) == 0 && !t.collectEnd && !t.fileEnd && !t.blackholeEnd && len(s.Outputs) == 0:
+	case len(t.guest) == 0 && !t.collectEnd && !t.fileEnd && !t.blackholeEnd && t.jsSinkEnd == nil && len(s.Outputs) == 0:
 		return errors.New("the chain has no guest operators and nowhere to send records")
 	}
-	if !t.collectEnd && !t.fileEnd && !t.blackholeEnd && len(s.Outputs) == 0 && len(t.guest) > 0 {
+	if !t.collectEnd && !t.fileEnd && !t.blackholeEnd && t.jsSinkEnd == nil && len(s.Outputs) == 0 && len(t.guest) > 0 {
 		if tail := t.guest[len(t.guest)-1]; tail.Kind != jobgraph.KindSink {
 			return fmt.Errorf("vertex %d (%s) ends the chain but the task has no outputs", tail.ID, tail.Name)
 		}
@@ -321,7 +334,7 @@ func (t *task) validate() error {
 }
 
 func (t *task) guestSource() bool {
-	return !t.textHead && !t.nexmarkHead && len(t.guest) > 0 && t.guest[0].Kind == jobgraph.KindSource
+	return !t.textHead && !t.nexmarkHead && !t.jsHead && len(t.guest) > 0 && t.guest[0].Kind == jobgraph.KindSource
 }
 
 func (t *task) name() string {
@@ -348,6 +361,16 @@ func (t *task) open(ctx context.Context) error {
 	if err := t.initEventTime(); err != nil {
 		return fmt.Errorf("task %s: %w", id, err)
 	}
+	if t.jsSinkEnd != nil {
+		if err := t.newJetStreamSink(ctx, *t.jsSinkEnd); err != nil {
+			return err
+		}
+	}
+	if len(t.guest) == 0 && (t.jsHead || t.jsSinkEnd != nil) {
+		if err := t.openHostState(ctx); err != nil {
+			return err
+		}
+	}
 	if len(t.guest) > 0 {
 		mod, release, err := t.deps.Modules.Module(ctx, t.spec.Tenant, t.spec.ModuleDigest)
 		if err != nil {
@@ -364,6 +387,9 @@ func (t *task) open(ctx context.Context) error {
 				return err
 			}
 			t.restorePoison(state)
+			if err := t.restoreJetStream(state); err != nil {
+				return err
+			}
 			t.encodeBase(state)
 		}
 		inst, err := t.newInstance(ctx, state)
@@ -390,7 +416,7 @@ func (t *task) open(ctx context.Context) error {
 // instance too, for its stacks and its Close.
 func (t *task) newInstance(ctx context.Context, state *wasmhost.State) (*wasmhost.Instance, error) {
 	var emit func([]abi.Record) error
-	if t.collectEnd || t.fileEnd || t.blackholeEnd || len(t.spec.Outputs) > 0 {
+	if t.collectEnd || t.fileEnd || t.blackholeEnd || t.jsSinkEnd != nil || len(t.spec.Outputs) > 0 {
 		emit = t.guestEmit
 	}
 	var emitWM func(int64) error
@@ -444,6 +470,9 @@ func (t *task) emit(recs []abi.Record) error {
 			return t.up.submit(t.emitCtx, &uploadJob{sinkUpto: t.sink.seq})
 		}
 		return nil
+	}
+	if t.jsSink != nil {
+		return t.jsSink.write(t.emitCtx, recs)
 	}
 	if t.blackholeEnd {
 		n := 0
@@ -530,6 +559,8 @@ func (t *task) run(ctx context.Context) error {
 		return t.runText(ctx)
 	case t.nexmarkHead:
 		return t.runNexmark(ctx)
+	case t.jsHead:
+		return t.runJetStream(ctx)
 	case t.guestSource():
 		return t.runGuestSource(ctx)
 	case len(t.gates) == 1:
@@ -929,6 +960,11 @@ func (t *task) finish(ctx context.Context) error {
 			return err
 		}
 	}
+	if t.jsSink != nil {
+		if err := t.jsSink.finish(ctx, t.lastID+1); err != nil {
+			return fmt.Errorf("task %s: %w", t.spec.ExecutionID, err)
+		}
+	}
 	return nil
 }
 
@@ -998,5 +1034,8 @@ func (t *task) cleanup(ctx context.Context) {
 	}
 	if t.releaseModule != nil {
 		t.releaseModule()
+	}
+	if t.jsSink != nil {
+		t.jsSink.close()
 	}
 }

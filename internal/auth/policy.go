@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -87,20 +88,38 @@ func (p Policy) MinCheckpointInterval() time.Duration {
 }
 
 // CheckGraph judges a job's graph: every host connector it uses must be
-// in Connectors (when that is set).
+// in Connectors (when that is set), and every server a network connector
+// reaches must be in ConnectorHosts (when that is set).
 //
 // # Errors
 //
-// ErrNotAllowed, wrapped with the first vertex whose connector is
-// refused.
+// ErrNotAllowed, wrapped with the first vertex whose connector or server
+// is refused.
 func (p Policy) CheckGraph(g *jobgraph.Graph) error {
-	if len(p.Connectors) == 0 || g == nil {
+	if g == nil {
 		return nil
 	}
-	for _, v := range g.Vertices {
-		if v.Connector != "" && !slices.Contains(p.Connectors, v.Connector) {
+	for i := range g.Vertices {
+		v := &g.Vertices[i]
+		if len(p.Connectors) > 0 && v.Connector != "" && !slices.Contains(p.Connectors, v.Connector) {
 			return fmt.Errorf("vertex %d %q uses connector %q: %w (policy.connectors allows only %s): %s",
 				v.ID, v.Name, v.Connector, ErrNotAllowed, quoteList(p.Connectors), askOperator)
+		}
+		if len(p.ConnectorHosts) == 0 || (v.Connector != jobgraph.ConnectorJetStreamSource && v.Connector != jobgraph.ConnectorJetStreamSink) {
+			continue
+		}
+		s, err := v.JetStream()
+		if err != nil {
+			continue // Validate has refused the graph already
+		}
+		for _, raw := range s.URLs {
+			u, err := url.Parse(raw)
+			if err != nil {
+				continue
+			}
+			if err := p.CheckHost(u.Host); err != nil {
+				return fmt.Errorf("vertex %d %q: %w", v.ID, v.Name, err)
+			}
 		}
 	}
 	return nil

@@ -144,3 +144,22 @@ func TestParseTenantsRefusesBadPolicies(t *testing.T) {
 		t.Errorf("policy %+v", p)
 	}
 }
+
+// TestPolicyJetStreamHosts: a JetStream connector may reach only the
+// servers policy.connector_hosts names, every one of its URLs counted.
+func TestPolicyJetStreamHosts(t *testing.T) {
+	g := &jobgraph.Graph{Vertices: []jobgraph.Vertex{
+		{ID: 1, Name: "bids", Kind: jobgraph.KindSource, Connector: jobgraph.ConnectorJetStreamSource,
+			Config: map[string]string{jobgraph.ConfigNATSURL: "nats://a.nats.example.com:4222,nats://10.9.9.9:4222", "stream": "BIDS"}},
+	}}
+	if err := (Policy{}).CheckGraph(g); err != nil {
+		t.Errorf("no host rule: %v", err)
+	}
+	err := Policy{ConnectorHosts: []string{"*.nats.example.com"}}.CheckGraph(g)
+	if !errors.Is(err, ErrNotAllowed) || !strings.Contains(err.Error(), "10.9.9.9:4222") || !strings.Contains(err.Error(), `"bids"`) {
+		t.Errorf("the second server refused: %v", err)
+	}
+	if err := (Policy{ConnectorHosts: []string{"*.nats.example.com", "10.9.9.9"}}).CheckGraph(g); err != nil {
+		t.Errorf("both servers allowed: %v", err)
+	}
+}

@@ -209,6 +209,10 @@ func Validate(g *Graph, defaultParallelism, maxParallelismLimit int) error {
 				if _, err := v.Nexmark(); err != nil {
 					bad("%s: %v", vname(v), err)
 				}
+			case v.Connector == ConnectorText:
+				if _, _, err := v.MonitorInterval(); err != nil {
+					bad("%s: %v", vname(v), err)
+				}
 			}
 		}
 	}

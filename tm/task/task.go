@@ -142,11 +142,11 @@ type task struct {
 	// releaseModule gives the module back to the cache when the task ends.
 	releaseModule func()
 
-	textHead     bool
+	textHead bool
 	// followEvery is the monitor interval of a text source that follows
 	// its paths (0: it does not); it asks again that often while the
 	// JobMaster has no split for it.
-	followEvery time.Duration
+	followEvery  time.Duration
 	nexmarkHead  bool // the head is a nexmark source (nexmark.go)
 	collectEnd   bool
 	fileEnd      bool

@@ -138,4 +138,3 @@ func TestFollowBadInterval(t *testing.T) {
 		}
 	}
 }
-

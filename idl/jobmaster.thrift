@@ -55,7 +55,7 @@ struct InputSplit {
 }
 
 struct NextSplitResponse {
-    1: bool done,             // no more splits: the source ends
+    1: bool done,             // no more splits: the source ends (neither done nor split: no split yet, ask again)
     2: optional InputSplit split,
 }
 

@@ -42,6 +42,10 @@ type Metadata struct {
 	Tasks []TaskState `json:"tasks"`
 	// Sources are, per text-source vertex id, the splits still to read.
 	Sources map[int][]Split `json:"sources,omitempty"`
+	// Discovered are, per text source that follows its paths, the keys of
+	// every object it has found (read, or among Sources): a restored job
+	// reads only objects not among them.
+	Discovered map[int][]string `json:"discovered,omitempty"`
 	// SinkParts are the file-sink parts this checkpoint committed;
 	// committing them again on restore is harmless.
 	SinkParts []SinkPart `json:"sink_parts,omitempty"`

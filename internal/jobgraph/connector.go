@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"time"
 )
 
 // Vertex config keys of the host connectors. The guest SDK writes them
@@ -116,4 +117,43 @@ func nexmarkInt(key, val string, lo, hi int64) (int64, error) {
 		return 0, fmt.Errorf("nexmark source: %s %q is not a decimal integer from %d to %d", key, val, lo, hi)
 	}
 	return n, nil
+}
+
+// ConfigMonitorInterval (text source) is how often, in milliseconds, a
+// source that follows its paths relists them for new objects (Flink's
+// continuous FileSource); absent, the source reads what its paths name at
+// submit and ends. A decimal integer of at least MinMonitorInterval.
+const ConfigMonitorInterval = "monitor-interval-ms"
+
+// MinMonitorInterval is the shortest monitor interval a text source takes:
+// each relist is one listing of every path in the blob store.
+const MinMonitorInterval = 100 * time.Millisecond
+
+// MonitorInterval returns how often a text source relists its paths (its
+// ConfigMonitorInterval); ok is false for a source that does not follow
+// them.
+//
+// # Errors
+//
+// An error when the value is not a decimal integer of at least
+// MinMonitorInterval in milliseconds.
+func (v *Vertex) MonitorInterval() (d time.Duration, ok bool, err error) {
+	s, ok := v.Config[ConfigMonitorInterval]
+	if !ok {
+		return 0, false, nil
+	}
+	ms, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || ms < MinMonitorInterval.Milliseconds() || ms > math.MaxInt64/int64(time.Millisecond) {
+		return 0, false, fmt.Errorf("%q config %q: want a whole number of milliseconds, at least %d (%v)", ConfigMonitorInterval, s, MinMonitorInterval.Milliseconds(), MinMonitorInterval)
+	}
+	return time.Duration(ms) * time.Millisecond, true, nil
+}
+
+// SetMonitorInterval makes a text source follow its paths, relisting them
+// every d (MonitorInterval reads it back).
+func (v *Vertex) SetMonitorInterval(d time.Duration) {
+	if v.Config == nil {
+		v.Config = map[string]string{}
+	}
+	v.Config[ConfigMonitorInterval] = strconv.FormatInt(d.Milliseconds(), 10)
 }

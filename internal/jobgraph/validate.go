@@ -216,6 +216,10 @@ func Validate(g *Graph, defaultParallelism, maxParallelismLimit int) error {
 				if p := ParallelismOf(v, defaultParallelism); v.Connector == ConnectorJetStreamSource && p != 1 {
 					bad("%s: a jetstream source reads its stream with one reader: set its parallelism to 1, not %d (rebalance after it to spread the work)", vname(v), p)
 				}
+			case v.Connector == ConnectorText:
+				if _, _, err := v.MonitorInterval(); err != nil {
+					bad("%s: %v", vname(v), err)
+				}
 			}
 		}
 	}

@@ -261,26 +261,34 @@ func SplitRequestFromWire(w *jobmaster.NextSplitRequest) control.SplitRequest {
 }
 
 // NextSplitToWire converts the answer to a split request: the split, or
-// done when the source has no more.
+// done when the source has no more, or neither (a zero s and not done)
+// when a source that follows its paths has no split yet.
 func NextSplitToWire(s checkpoint.Split, done bool) *jobmaster.NextSplitResponse {
-	if done {
+	switch {
+	case done:
 		return &jobmaster.NextSplitResponse{Done: true}
+	case s == checkpoint.Split{}:
+		return &jobmaster.NextSplitResponse{}
 	}
 	return &jobmaster.NextSplitResponse{Split: splitToWire(s)}
 }
 
-// NextSplitFromWire converts the answer to a split request.
+// NextSplitFromWire converts the answer to a split request; neither a
+// split nor done is "no split yet" (a zero s, done false).
 //
 // # Errors
 //
-// An answer with neither a split nor done.
+// A split without an object key.
 func NextSplitFromWire(w *jobmaster.NextSplitResponse) (s checkpoint.Split, done bool, err error) {
 	if w.GetDone() {
 		return checkpoint.Split{}, true, nil
 	}
 	sp := w.GetSplit()
 	if sp == nil {
-		return checkpoint.Split{}, false, errors.New("job master answered neither a split nor done")
+		return checkpoint.Split{}, false, nil
+	}
+	if sp.GetKey() == "" {
+		return checkpoint.Split{}, false, errors.New("job master answered a split without an object key")
 	}
 	return splitFromWire(sp), false, nil
 }

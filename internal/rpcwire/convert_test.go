@@ -160,8 +160,12 @@ func TestReportsRoundTrip(t *testing.T) {
 	if _, done, err := NextSplitFromWire(NextSplitToWire(checkpoint.Split{}, true)); !done || err != nil {
 		t.Errorf("done: %v %v", done, err)
 	}
-	if _, _, err := NextSplitFromWire(&jobmaster.NextSplitResponse{}); err == nil {
-		t.Error("an answer with neither split nor done accepted")
+	// Neither a split nor done: a following source has no split yet.
+	if got, done, err := NextSplitFromWire(NextSplitToWire(checkpoint.Split{}, false)); got != (checkpoint.Split{}) || done || err != nil {
+		t.Errorf("no split yet: %+v %v %v", got, done, err)
+	}
+	if _, _, err := NextSplitFromWire(&jobmaster.NextSplitResponse{Split: &jobmaster.InputSplit{Offset: 3}}); err == nil {
+		t.Error("a split without an object key accepted")
 	}
 	a := checkpoint.Ack{
 		ExecutionID: "e", CheckpointID: 5, State: &checkpoint.StateHandle{Key: "k", Size: 1, KeyGroupStart: 2, KeyGroupEnd: 3},

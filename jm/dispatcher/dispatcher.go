@@ -410,6 +410,7 @@ func (d *Dispatcher) start(ctx context.Context, tenant string, s Submission, id 
 		DefaultParallelism: p,
 		JobConfig:          conf,
 		Splits:             splits,
+		Discover:           discoverer(d.cfg.Blob, tenant, g, conf.Inputs, p, d.cfg.SplitSize),
 		Restart:            restart,
 		Blob:               d.cfg.Blob,
 		Restore:            restore,

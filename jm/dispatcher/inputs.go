@@ -77,23 +77,10 @@ func resolveSplits(ctx context.Context, store blob.Store, tenant string, g *jobg
 		if v.Connector != jobgraph.ConnectorText {
 			continue
 		}
-		paths, err := v.SourcePaths()
+		objs, err := textObjects(ctx, store, tenant, &v, inputs)
 		if err != nil {
-			return nil, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "vertex %d %q: text source needs a non-empty JSON list of paths in its \"paths\" config", v.ID, v.Name)
+			return nil, err
 		}
-		var objs []blob.Info
-		for _, p := range paths {
-			found, err := resolvePath(ctx, store, tenant, p, inputs)
-			if err != nil {
-				return nil, fmt.Errorf("vertex %d %q: %w", v.ID, v.Name, err)
-			}
-			objs = append(objs, found...)
-			if len(objs) > maxInputObjects {
-				return nil, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "vertex %d %q: more than %d input objects", v.ID, v.Name, maxInputObjects)
-			}
-		}
-		slices.SortFunc(objs, func(a, b blob.Info) int { return strings.Compare(a.Key, b.Key) })
-		objs = slices.CompactFunc(objs, func(a, b blob.Info) bool { return a.Key == b.Key })
 		var bytes int64
 		for _, o := range objs {
 			bytes += o.Size
@@ -112,6 +99,63 @@ func resolveSplits(ctx context.Context, store blob.Store, tenant string, g *jobg
 		out[v.ID] = splits
 	}
 	return out, nil
+}
+
+// textObjects lists the objects text source v reads now, in key order.
+// For a source that follows its paths (jobgraph.ConfigMonitorInterval) a
+// path that names nothing yet is no error: it is waited for, as Flink's
+// continuous FileSource does.
+func textObjects(ctx context.Context, store blob.Store, tenant string, v *jobgraph.Vertex, inputs map[string]string) ([]blob.Info, error) {
+	paths, err := v.SourcePaths()
+	if err != nil {
+		return nil, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "vertex %d %q: text source needs a non-empty JSON list of paths in its \"paths\" config", v.ID, v.Name)
+	}
+	_, follow, err := v.MonitorInterval()
+	if err != nil {
+		return nil, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "vertex %d %q: %v", v.ID, v.Name, err)
+	}
+	var objs []blob.Info
+	for _, p := range paths {
+		found, err := resolvePath(ctx, store, tenant, p, inputs)
+		if follow && errors.Is(err, rpcerr.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("vertex %d %q: %w", v.ID, v.Name, err)
+		}
+		objs = append(objs, found...)
+		if len(objs) > maxInputObjects {
+			return nil, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "vertex %d %q: more than %d input objects", v.ID, v.Name, maxInputObjects)
+		}
+	}
+	slices.SortFunc(objs, func(a, b blob.Info) int { return strings.Compare(a.Key, b.Key) })
+	return slices.CompactFunc(objs, func(a, b blob.Info) bool { return a.Key == b.Key }), nil
+}
+
+// discoverer is the jobmaster.Config.Discover of a job: it lists what
+// each following text source reads now and cuts every object into splits
+// on its own (a relist mostly finds one object or a few), the JobMaster
+// keeping those of the objects it has not seen.
+func discoverer(store blob.Store, tenant string, g *jobgraph.Graph, inputs map[string]string, p int, maxSplitSize int64) func(ctx context.Context, vertex int) ([]checkpoint.Split, error) {
+	return func(ctx context.Context, vertex int) ([]checkpoint.Split, error) {
+		i := slices.IndexFunc(g.Vertices, func(v jobgraph.Vertex) bool { return v.ID == vertex })
+		if i < 0 {
+			return nil, rpcerr.Errorf(rpcerr.ErrNotFound, "no vertex %d", vertex)
+		}
+		v := &g.Vertices[i]
+		objs, err := textObjects(ctx, store, tenant, v, inputs)
+		if err != nil {
+			return nil, err
+		}
+		var splits []checkpoint.Split
+		for _, o := range objs {
+			size := splitSizeFor(o.Size, jobgraph.ParallelismOf(v, p), maxSplitSize)
+			for off := int64(0); off < o.Size; off += size {
+				splits = append(splits, checkpoint.Split{Key: o.Key, Offset: off, Length: min(size, o.Size-off)})
+			}
+		}
+		return splits, nil
+	}
 }
 
 // nexmarkSplits cuts a nexmark source's events into one timeline per

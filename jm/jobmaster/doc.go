@@ -56,6 +56,14 @@
 // resume from the checkpoint's remaining splits. Without a checkpoint the
 // attempt starts from scratch.
 //
+// A text source that follows its paths (jobgraph.ConfigMonitorInterval)
+// is relisted every monitor interval by a goroutine of its own calling
+// Config.Discover (follow.go); the loop appends the splits of objects not
+// seen before and tells the coordinator in the same step, which keeps the
+// keys found in each checkpoint (checkpoint.Metadata.Discovered). Such a
+// source is never done while the job runs: NextSplit answers "no split
+// yet" once its splits are handed out.
+//
 // # Checkpoints
 //
 // The checkpoint coordinator is checkpointing.Coordinator, a state machine

@@ -49,6 +49,12 @@ type Config struct {
 	JobConfig jobconfig.Config
 	// Splits are the input splits of each text source, by vertex id.
 	Splits map[int][]checkpoint.Split
+	// Discover lists what a text source that follows its paths
+	// (jobgraph.ConfigMonitorInterval) reads now, as splits; the JobMaster
+	// calls it every monitor interval, off its loop, and keeps the splits
+	// of objects it has not seen. Required when the graph has such a
+	// source.
+	Discover func(ctx context.Context, vertex int) ([]checkpoint.Split, error)
 	// Restart is the job's restart strategy (RestartFromConfig).
 	Restart RestartStrategy
 	// LeaderSession goes into every fencing token.
@@ -165,6 +171,11 @@ type JobMaster struct {
 	// splits of each text source the attempt starts with.
 	restore *checkpoint.Metadata
 	base    map[int][]checkpoint.Split
+	// follow is the monitor interval of each text source that follows its
+	// paths; known the object keys each has found in the attempt (those
+	// of the restore point, then those its relists added).
+	follow map[int]time.Duration
+	known  map[int]map[string]bool
 	// awaitWrites: the attempt's restore preparation waits for checkpoint
 	// metadata being written (it may become the restore point).
 	awaitWrites bool
@@ -312,6 +323,13 @@ func Start(cfg Config) (*JobMaster, error) {
 		cfg.Logger = slog.Default()
 	}
 	cfg.JobConfig.Checkpoints = cc
+	follow, err := followers(cfg.Graph)
+	if err != nil {
+		return bad("%v", err)
+	}
+	if len(follow) > 0 && cfg.Discover == nil {
+		return bad("a text source follows its paths, but nothing relists them (Config.Discover)")
+	}
 	jobCtx, jobCancel := context.WithCancel(context.Background())
 	jm := &JobMaster{
 		cfg:            cfg,
@@ -341,6 +359,7 @@ func Start(cfg Config) (*JobMaster, error) {
 		cpExpiry: map[int64]chan struct{}{},
 		waiters:  map[int64]chan savepointReply{},
 		metrics:  map[string]control.TaskMetrics{},
+		follow:   follow,
 	}
 	jm.attempt = cfg.FirstAttempt
 	jm.setState(Created)
@@ -506,7 +525,10 @@ func (jm *JobMaster) ask(ctx context.Context, ev func(reply chan error) any) err
 }
 
 // NextSplit returns the next input split of a text source, in order, to
-// whichever subtask asks first; done when every split is handed out.
+// whichever subtask asks first; done when every split is handed out. A
+// source that follows its paths is never done while the job runs: with
+// every split handed out it gets a zero Split and done false, no split
+// yet, and asks again later.
 //
 // # Errors
 //
@@ -537,6 +559,7 @@ func (jm *JobMaster) run() {
 	jm.setState(Running)
 	jm.newAttempt()
 	jm.startAttempt()
+	jm.startRelists()
 	jm.publish()
 	for !jm.state.Terminal() {
 		select {
@@ -622,6 +645,7 @@ func (jm *JobMaster) setRestorePoint() {
 		}
 		jm.base[v.ID] = jm.cfg.Splits[v.ID]
 	}
+	jm.setKnown()
 }
 
 func (jm *JobMaster) onPrepared(attempt int64) {
@@ -656,6 +680,8 @@ func (jm *JobMaster) handle(ev any) {
 		ev.reply <- jm.onUpdate(ev.u)
 	case evSplit:
 		ev.reply <- jm.onSplit(ev.r)
+	case evDiscovered:
+		jm.onDiscovered(ev)
 	case evLost:
 		jm.onLost(ev.l)
 	case evCancel:
@@ -776,7 +802,7 @@ func (jm *JobMaster) onSlots(ev evSlots) {
 	for v, ss := range jm.base {
 		splits[v] = slices.Clone(ss)
 	}
-	jm.checkpointEvent(checkpointing.Deployed{Tasks: jm.cpTasks(), Splits: splits})
+	jm.checkpointEvent(checkpointing.Deployed{Tasks: jm.cpTasks(), Splits: splits, Discovered: jm.knownKeys()})
 	// Consumers before producers: a producer's channels then find their
 	// consumer's inputs registered (the exchange also retries, bounded).
 	var order []control.Deployment
@@ -1336,7 +1362,9 @@ func (jm *JobMaster) onSplit(r control.SplitRequest) splitReply {
 	all := jm.base[r.VertexID]
 	i := jm.splits[r.VertexID]
 	if i >= len(all) {
-		return splitReply{done: true}
+		// A following source waits for its relists: no split yet.
+		_, following := jm.follow[r.VertexID]
+		return splitReply{done: !following}
 	}
 	jm.splits[r.VertexID] = i + 1
 	jm.log.Debug("split assigned", "vertex", r.VertexID, "subtask", r.Subtask, "key", all[i].Key, "offset", all[i].Offset)

@@ -61,7 +61,8 @@ type ModuleSource interface {
 }
 
 // SplitSource hands a text-source task its input splits, one at a time;
-// done reports that there are no more.
+// done reports that there are no more. A zero split with done false is
+// "no split yet" (a source that follows its paths): ask again later.
 type SplitSource interface {
 	NextSplit(ctx context.Context) (split checkpoint.Split, done bool, err error)
 }
@@ -141,7 +142,11 @@ type task struct {
 	// releaseModule gives the module back to the cache when the task ends.
 	releaseModule func()
 
-	textHead     bool
+	textHead bool
+	// followEvery is the monitor interval of a text source that follows
+	// its paths (0: it does not); it asks again that often while the
+	// JobMaster has no split for it.
+	followEvery  time.Duration
 	nexmarkHead  bool // the head is a nexmark source (nexmark.go)
 	collectEnd   bool
 	fileEnd      bool
@@ -270,6 +275,11 @@ func (t *task) validate() error {
 			t.guest = append(t.guest, v)
 		case v.Connector == jobgraph.ConnectorText && i == 0:
 			t.textHead = true
+			every, _, err := v.MonitorInterval()
+			if err != nil {
+				return fmt.Errorf("text source %q: %w", v.Name, err)
+			}
+			t.followEvery = every
 		case v.Connector == jobgraph.ConnectorNexmark && i == 0:
 			t.nexmarkHead = true
 		case v.Connector == jobgraph.ConnectorJetStreamSource && i == 0:
@@ -599,6 +609,12 @@ func (t *task) runText(ctx context.Context) error {
 		if done {
 			return flush()
 		}
+		if sp == (checkpoint.Split{}) {
+			if err := t.awaitSplit(ctx, src, flush); err != nil {
+				return err
+			}
+			continue
+		}
 		t.split, t.inSplit, t.nextOffset = sp, true, sp.Offset
 		if t.et.splits != nil {
 			t.et.split = sp.ID()
@@ -619,6 +635,11 @@ func (t *task) runText(ctx context.Context) error {
 			}
 			return nil
 		})
+		if err != nil && t.followEvery > 0 && errors.Is(err, blob.ErrNotFound) {
+			// Listed, then deleted before it was read to the end.
+			t.log.Warn("input object deleted before it was read: its unread lines are skipped", "key", sp.Key, "offset", t.nextOffset)
+			err = nil
+		}
 		if err != nil {
 			return fmt.Errorf("task %s: split %s@%d+%d: %w", t.spec.ExecutionID, sp.Key, sp.Offset, sp.Length, err)
 		}

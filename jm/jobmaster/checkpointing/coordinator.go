@@ -178,6 +178,8 @@ type Coordinator struct {
 	tasksOf int64
 	tasks   []Task
 	splits  map[int][]checkpoint.Split
+	// known are the object keys each following text source has found.
+	known map[int]map[string]bool
 
 	// During Handle: the view and the commands so far.
 	v   View
@@ -232,9 +234,26 @@ func (c *Coordinator) handle(ev Event) error {
 	switch ev := ev.(type) {
 	case Deployed:
 		c.tasksOf, c.tasks, c.splits = c.v.Attempt, slices.Clone(ev.Tasks), maps.Clone(ev.Splits)
+		c.known = map[int]map[string]bool{}
+		for v, keys := range ev.Discovered {
+			c.known[v] = map[string]bool{}
+			for _, k := range keys {
+				c.known[v][k] = true
+			}
+		}
+	case SplitsDiscovered:
+		if c.known[ev.Vertex] == nil {
+			return nil // not deployed yet: Deployed will carry them
+		}
+		// The JobMaster sent Deployed copies of its splits: appending
+		// touches only the coordinator's.
+		c.splits[ev.Vertex] = append(c.splits[ev.Vertex], ev.Splits...)
+		for _, k := range ev.Keys {
+			c.known[ev.Vertex][k] = true
+		}
 	case Restarted:
 		c.tickArmed, c.stopping = false, false
-		c.tasksOf, c.tasks, c.splits = -1, nil, nil
+		c.tasksOf, c.tasks, c.splits, c.known = -1, nil, nil, nil
 	case TaskStarted:
 		if c.periodicAllowed() {
 			c.armTick(c.cfg.Interval)
@@ -586,6 +605,12 @@ func (c *Coordinator) metadata(p *pending) *checkpoint.Metadata {
 			rest = []checkpoint.Split{} // "nothing left", not "unknown"
 		}
 		m.Sources[v] = rest
+		if known := c.known[v]; known != nil {
+			if m.Discovered == nil {
+				m.Discovered = map[int][]string{}
+			}
+			m.Discovered[v] = append([]string{}, slices.Sorted(maps.Keys(known))...) // [] for none, not null
+		}
 	}
 	return m
 }

@@ -609,3 +609,42 @@ func TestStatsNewestFirstAndBounded(t *testing.T) {
 		t.Fatalf("oldest kept %s", id)
 	}
 }
+
+// TestDiscoveredSplits: splits a following source's relist found after
+// deploy are among a checkpoint's remaining splits until read (one read to
+// the end before the barrier is not), and every key found, read or not,
+// is in the metadata's Discovered.
+func TestDiscoveredSplits(t *testing.T) {
+	c := New(config())
+	v := View{Running: true, AllRunning: true, State: "RUNNING", Now: t0, Mono: t0}
+	c.Handle(v, Deployed{Tasks: tasks, Splits: splits, Discovered: map[int][]string{1: {"in/a", "in/b"}}})
+	found := []checkpoint.Split{{Key: "in/c", Length: 5}, {Key: "in/d", Length: 7}}
+	c.Handle(v, SplitsDiscovered{Vertex: 1, Splits: found, Keys: []string{"in/c", "in/d"}})
+	c.Handle(v, SavepointRequested{Waiter: 1})
+	src := ack(1, "src")
+	src.Ack.Source = &checkpoint.SourcePosition{Finished: []string{splits[1][0].ID(), found[0].ID()}}
+	c.Handle(v, src)
+	c.Handle(v, ack(1, "k0"))
+	cmds, _ := c.Handle(v, ack(1, "k1"))
+	if len(cmds) != 1 {
+		t.Fatalf("commands %v", cmds)
+	}
+	m := cmds[0].(WriteMetadata).Meta
+	if got, want := fmt.Sprint(m.Sources), fmt.Sprint(map[int][]checkpoint.Split{1: {splits[1][1], found[1]}}); got != want {
+		t.Errorf("sources %s, want %s (a and c read; b and the discovered d left)", got, want)
+	}
+	if got := fmt.Sprint(m.Discovered); got != fmt.Sprint(map[int][]string{1: {"in/a", "in/b", "in/c", "in/d"}}) {
+		t.Errorf("discovered %s, want every key found", got)
+	}
+	// A source that does not follow its paths has no Discovered.
+	c2 := New(config())
+	c2.Handle(v, Deployed{Tasks: tasks, Splits: splits})
+	c2.Handle(v, SplitsDiscovered{Vertex: 1, Splits: found, Keys: []string{"in/c"}})
+	c2.Handle(v, SavepointRequested{Waiter: 1})
+	for _, a := range acks(1) {
+		cmds, _ = c2.Handle(v, a)
+	}
+	if m := cmds[0].(WriteMetadata).Meta; m.Discovered != nil || len(m.Sources[1]) != 2 {
+		t.Errorf("fixed source: discovered %v, sources %v", m.Discovered, m.Sources)
+	}
+}

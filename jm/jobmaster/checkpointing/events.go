@@ -17,6 +17,16 @@ type (
 	Deployed struct {
 		Tasks  []Task
 		Splits map[int][]checkpoint.Split
+		// Discovered are, per text source that follows its paths, the
+		// object keys found so far (checkpoint.Metadata.Discovered).
+		Discovered map[int][]string
+	}
+	// SplitsDiscovered: a relist of following text source Vertex found
+	// the objects Keys, cut into Splits; they join the attempt's splits.
+	SplitsDiscovered struct {
+		Vertex int
+		Splits []checkpoint.Split
+		Keys   []string
 	}
 	// Restarted: a new attempt begins (View.Attempt is already its
 	// number); it has no executions until Deployed.
@@ -82,6 +92,7 @@ type (
 )
 
 func (Deployed) event()           {}
+func (SplitsDiscovered) event()   {}
 func (Restarted) event()          {}
 func (TaskStarted) event()        {}
 func (TaskFinished) event()       {}

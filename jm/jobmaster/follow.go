@@ -1,0 +1,141 @@
+package jobmaster
+
+import (
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/checkpoint"
+	"github.com/sluicehq/sluice/internal/jobgraph"
+	"github.com/sluicehq/sluice/jm/jobmaster/checkpointing"
+)
+
+// A text source that follows its paths (Flink's continuous FileSource):
+// a relist goroutine per such source calls Config.Discover every monitor
+// interval and sends what it found to the loop (evDiscovered); the loop
+// keeps the splits of the objects the attempt has not seen, appends them
+// to the source's base splits (handed out by onSplit after those already
+// there) and tells the checkpoint coordinator in the same step, so a
+// checkpoint's remaining splits and its discovered keys always agree.
+// The keys start each attempt as the restore point's (setKnown): an
+// object found after that checkpoint is found again by the next relist.
+
+// evDiscovered is what one relist of a following source found.
+type evDiscovered struct {
+	vertex int
+	splits []checkpoint.Split
+	err    error
+}
+
+// followers returns the monitor interval of every text source of g that
+// follows its paths.
+func followers(g *jobgraph.Graph) (map[int]time.Duration, error) {
+	out := map[int]time.Duration{}
+	for i := range g.Vertices {
+		v := &g.Vertices[i]
+		if v.Kind != jobgraph.KindSource || v.Connector != jobgraph.ConnectorText {
+			continue
+		}
+		d, ok, err := v.MonitorInterval()
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out[v.ID] = d
+		}
+	}
+	return out, nil
+}
+
+// startRelists starts the relist goroutine of every following source; each
+// ends with the job.
+func (jm *JobMaster) startRelists() {
+	for v, every := range jm.follow {
+		jm.goBG(func() {
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
+				select {
+				case <-jm.jobCtx.Done():
+					return
+				case <-t.C:
+				}
+				splits, err := jm.cfg.Discover(jm.jobCtx, v)
+				if jm.jobCtx.Err() != nil || !jm.send(evDiscovered{vertex: v, splits: splits, err: err}) {
+					return
+				}
+			}
+		})
+	}
+}
+
+// onDiscovered appends the splits of objects not seen before to the
+// source's base splits. A failed relist is logged and the next one tried:
+// a blob store that is down for a while delays new input, it does not fail
+// the job.
+func (jm *JobMaster) onDiscovered(ev evDiscovered) {
+	if ev.err != nil {
+		jm.log.Warn("relisting a following text source failed; trying again at the next interval", "vertex", ev.vertex, "every", jm.follow[ev.vertex], "err", ev.err)
+		return
+	}
+	known := jm.known[ev.vertex]
+	if known == nil || jm.state != Running {
+		return // between attempts: the next relist finds them
+	}
+	var fresh []checkpoint.Split
+	var keys []string
+	for _, s := range ev.splits {
+		if known[s.Key] {
+			continue
+		}
+		fresh = append(fresh, s)
+		if len(keys) == 0 || keys[len(keys)-1] != s.Key {
+			keys = append(keys, s.Key)
+		}
+	}
+	if len(fresh) == 0 {
+		return
+	}
+	for _, k := range keys {
+		known[k] = true
+	}
+	jm.base[ev.vertex] = append(jm.base[ev.vertex], fresh...)
+	jm.log.Info("new input objects found", "vertex", ev.vertex, "objects", len(keys), "splits", len(fresh), "first", keys[0])
+	jm.checkpointEvent(checkpointing.SplitsDiscovered{Vertex: ev.vertex, Splits: fresh, Keys: keys})
+}
+
+// setKnown sets the keys each following source has found, at the start
+// of an attempt: the restore point's, or, from scratch (or from a
+// checkpoint taken before the source followed), those of the splits the
+// job was submitted with and those still to read.
+func (jm *JobMaster) setKnown() {
+	jm.known = map[int]map[string]bool{}
+	for v := range jm.follow {
+		known := map[string]bool{}
+		if r := jm.restore; r != nil && r.Discovered[v] != nil {
+			for _, k := range r.Discovered[v] {
+				known[k] = true
+			}
+		} else {
+			for _, s := range jm.cfg.Splits[v] {
+				known[s.Key] = true
+			}
+			for _, s := range jm.base[v] {
+				known[s.Key] = true
+			}
+		}
+		jm.known[v] = known
+	}
+}
+
+// knownKeys returns the keys each following source has found, sorted.
+func (jm *JobMaster) knownKeys() map[int][]string {
+	if len(jm.known) == 0 {
+		return nil
+	}
+	out := map[int][]string{}
+	for v, known := range jm.known {
+		out[v] = slices.Sorted(maps.Keys(known))
+	}
+	return out
+}

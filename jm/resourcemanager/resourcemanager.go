@@ -388,13 +388,21 @@ func (rm *ResourceManager) Overview() Overview {
 }
 
 // expireLoop declares TaskManagers dead when their heartbeats stop.
+//
+// Without a driver it sleeps until the earliest TaskManager could time out
+// (re-arming when heartbeats moved that deadline on), so an idle
+// JobManager wakes once per heartbeat timeout, not once per heartbeat
+// interval, and a death is noticed at its deadline. With a driver it also
+// runs the active-mode bookkeeping (start and idle timeouts, scale-up),
+// which needs a period: min(HeartbeatInterval, HeartbeatTimeout/4).
 func (rm *ResourceManager) expireLoop() {
 	defer rm.wg.Done()
-	// Check often enough that a death is noticed within a small fraction of
-	// the timeout after it.
 	period := min(rm.cfg.HeartbeatInterval, rm.cfg.HeartbeatTimeout/4)
 	period = max(period, time.Millisecond)
-	t := time.NewTicker(period)
+	rm.mu.Lock()
+	wait := rm.nextExpireLocked(rm.cfg.Now(), period)
+	rm.mu.Unlock()
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
 		select {
@@ -406,12 +414,31 @@ func (rm *ResourceManager) expireLoop() {
 		now := rm.cfg.Now()
 		dead, lost := rm.sm.Expire(now)
 		lost = append(lost, rm.tickActiveLocked(now)...)
+		wait := rm.nextExpireLocked(now, period)
 		rm.mu.Unlock()
+		t.Reset(wait)
 		for _, id := range dead {
 			rm.log.Warn("task manager missed its heartbeats: declared dead", "tm", id, "timeout", rm.cfg.HeartbeatTimeout)
 		}
 		rm.notify(lost)
 	}
+}
+
+// nextExpireLocked is how long expireLoop may sleep after now. Heartbeats
+// only move a TaskManager's deadline later and one registering after now
+// times out no sooner than now+HeartbeatTimeout, so sleeping until the
+// earliest deadline known now (or a whole timeout, with none registered)
+// never notices a death late.
+func (rm *ResourceManager) nextExpireLocked(now time.Time, period time.Duration) time.Duration {
+	if rm.cfg.Driver != nil {
+		return period
+	}
+	next, ok := rm.sm.NextExpiry()
+	if !ok {
+		return max(rm.cfg.HeartbeatTimeout, time.Millisecond)
+	}
+	// Expire declares a TaskManager dead once strictly past its deadline.
+	return max(next.Sub(now)+time.Millisecond, time.Millisecond)
 }
 
 func (rm *ResourceManager) notify(lost []Lost) {

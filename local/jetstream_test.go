@@ -4,13 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluicehq/sluice/internal/jobconfig"
 	"github.com/sluicehq/sluice/internal/testutil"
@@ -20,183 +16,30 @@ import (
 	"github.com/sluicehq/sluice/sdk/client"
 )
 
-// The JetStream guest (local/testdata/jetstream) counts "key seq" records
-// per key and publishes "key seq count".
-const jetStreamGuest = "local/testdata/jetstream"
-
-// jsSetup makes the input stream IN (subject in.>) holding n records
-// "k<i%keys> <i>" and the output stream OUT (subject out.counts).
-func jsSetup(t *testing.T, url string, n, keys int) jetstream.JetStream {
-	t.Helper()
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "IN", Subjects: []string{"in.>"}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "OUT", Subjects: []string{"out.counts"}, Duplicates: 10 * time.Minute}); err != nil {
-		t.Fatal(err)
-	}
-	jsPublish(t, js, 0, n, keys)
-	return js
-}
-
-func jsPublish(t *testing.T, js jetstream.JetStream, from, to, keys int) {
-	t.Helper()
-	for i := from; i < to; i++ {
-		if _, err := js.PublishAsync(fmt.Sprintf("in.k%d", i%keys), fmt.Appendf(nil, "k%d %d", i%keys, i)); err != nil {
-			t.Fatal(err)
-		}
-		if (i-from)%1000 == 999 || i == to-1 {
-			select {
-			case <-js.PublishAsyncComplete():
-			case <-time.After(time.Minute):
-				t.Fatal("input publishes not acknowledged in a minute")
-			}
-		}
-	}
-}
-
-// jsWant is what the guest must publish for records [0, n).
-func jsWant(n, keys int) []string {
-	var out []string
-	for i := range n {
-		out = append(out, fmt.Sprintf("k%d %d %d", i%keys, i, i/keys+1))
-	}
-	sort.Strings(out)
-	return out
-}
-
-// jsOutput reads the whole OUT stream.
-func jsOutput(t *testing.T, js jetstream.JetStream) []string {
-	t.Helper()
-	ctx := context.Background()
-	st, err := js.Stream(ctx, "OUT")
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
-		m, err := st.GetMsg(ctx, seq)
-		if err != nil {
-			t.Fatalf("OUT message %d: %v", seq, err)
-		}
-		out = append(out, string(m.Data))
-	}
-	sort.Strings(out)
-	return out
-}
-
-// jsWaitOutput waits until OUT holds n messages.
-func jsWaitOutput(t *testing.T, js jetstream.JetStream, n int, timeout time.Duration) {
-	t.Helper()
-	ctx := context.Background()
-	testutil.CheckFor(t, timeout, 20*time.Millisecond, func() error {
-		st, err := js.Stream(ctx, "OUT")
-		if err != nil {
-			return err
-		}
-		info, err := st.Info(ctx)
-		if err != nil {
-			return err
-		}
-		if int(info.State.Msgs) < n {
-			return fmt.Errorf("OUT holds %d of %d messages", info.State.Msgs, n)
-		}
-		return nil
-	})
-}
-
-func jsSubmit(t *testing.T, c *localtest.InProcess, url string, extra ...string) string {
-	t.Helper()
-	cl := c.Client()
-	ctx := context.Background()
-	digest, err := cl.UploadModule(ctx, localtest.Guest(t, jetStreamGuest))
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := append([]string{"--url", url, "--stream", "IN", "--subject", "out.counts"}, extra...)
-	id, err := cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Args: args, Parallelism: 2, Config: map[string]string{
-		jobconfig.KeyCheckpointInterval: "100ms",
-		jobconfig.KeyRestartStrategy:    "fixed-delay",
-		jobconfig.KeyFixedDelayAttempts: "100",
-		jobconfig.KeyFixedDelayDelay:    "300ms",
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cl.CancelJob(context.Background(), id) })
-	return id
-}
-
-func jsCheck(t *testing.T, js jetstream.JetStream, n, keys int) {
-	t.Helper()
-	if d := localtest.Diff(jsWant(n, keys), jsOutput(t, js)); d != "" {
-		t.Fatalf("OUT is not each result exactly once:\n%s", d)
-	}
-}
-
 // A job reads a stream, counts per key and publishes to another stream
 // exactly once; records published while it runs are read too.
 func TestJetStreamSourceToSinkExactlyOnce(t *testing.T) {
 	srv := testutil.StartNATS(t)
 	const n, keys = 3000, 5
-	js := jsSetup(t, srv.URL, n, keys)
+	js := localtest.JetStreamSetup(t, srv.URL, n, keys)
 	c := localtest.Start(t, local.Config{Slots: 4})
-	jsSubmit(t, c, srv.URL)
-	jsWaitOutput(t, js, n, 2*time.Minute)
-	jsPublish(t, js, n, 2*n, keys)
-	jsWaitOutput(t, js, 2*n, 2*time.Minute)
-	jsCheck(t, js, 2*n, keys)
+	localtest.JetStreamSubmit(t, c, srv.URL)
+	localtest.JetStreamWaitOutput(t, js, n, 2*time.Minute)
+	localtest.JetStreamPublish(t, js, n, 2*n, keys)
+	localtest.JetStreamWaitOutput(t, js, 2*n, 2*time.Minute)
+	localtest.JetStreamCheck(t, js, 2*n, keys)
 }
 
 // TaskManagers die three times while the job runs (in-process TaskManagers
-// stopped abruptly, not kill -9 of a process): after each restore the
-// source resumes at its checkpointed sequence and the sink's replays are
-// deduplicated, so OUT holds each result once.
+// stopped abruptly; cmd/sluice kill -9s processes): OUT holds each result
+// once.
 func TestJetStreamExactlyOnceAcrossTaskManagerFailures(t *testing.T) {
 	srv := testutil.StartNATS(t)
-	const n, keys = 20_000, 7
-	js := jsSetup(t, srv.URL, n/4, keys)
 	c := localtest.Start(t, local.Config{Slots: 4, TaskManagers: 2, JobManager: func(j *jm.Config) {
 		j.HeartbeatInterval = 100 * time.Millisecond
 		j.HeartbeatTimeout = 3 * time.Second
 	}})
-	id := jsSubmit(t, c, srv.URL)
-	cl := c.Client()
-	ctx := context.Background()
-	for kill := range 3 {
-		// Each kill comes after a checkpoint of this attempt completed
-		// and with input still arriving.
-		before := jsCount(t, js)
-		testutil.CheckFor(t, 2*time.Minute, 20*time.Millisecond, func() error {
-			if got := jsCount(t, js); got <= before {
-				return fmt.Errorf("no new output since the last kill (%d)", got)
-			}
-			return nil
-		})
-		jsPublish(t, js, n/4*(kill+1), n/4*(kill+2), keys)
-		d := localtest.WaitAllRunning(t, c, id, 2*time.Minute)
-		victim := d.Vertices[len(d.Vertices)-1].Subtasks[0].TaskManager
-		c.KillTaskManager(localtest.TaskManagerIndex(t, c, victim))
-		c.StartTaskManager(4)
-	}
-	jsWaitOutput(t, js, n, 3*time.Minute)
-	if det, err := cl.GetJob(ctx, id); err != nil || det.Restarts < 3 {
-		t.Fatalf("restarts %d (%v): want at least 3", det.Restarts, err)
-	}
-	jsCheck(t, js, n, keys)
+	localtest.CheckJetStreamAcrossTaskManagerKills(t, c, srv.URL, 20_000, 7)
 }
 
 // The server goes away for several seconds mid-run and comes back on the
@@ -205,11 +48,11 @@ func TestJetStreamExactlyOnceAcrossTaskManagerFailures(t *testing.T) {
 func TestJetStreamExactlyOnceAcrossAServerRestart(t *testing.T) {
 	srv := testutil.StartNATS(t)
 	const n, keys = 6000, 3
-	js := jsSetup(t, srv.URL, n/2, keys)
+	js := localtest.JetStreamSetup(t, srv.URL, n/2, keys)
 	c := localtest.Start(t, local.Config{Slots: 4})
-	id := jsSubmit(t, c, srv.URL)
+	id := localtest.JetStreamSubmit(t, c, srv.URL)
 	testutil.CheckFor(t, 2*time.Minute, 20*time.Millisecond, func() error {
-		if got := jsCount(t, js); got == 0 {
+		if got := localtest.JetStreamCount(t, js); got == 0 {
 			return errors.New("no output yet")
 		}
 		return nil
@@ -224,40 +67,23 @@ func TestJetStreamExactlyOnceAcrossAServerRestart(t *testing.T) {
 		return nil
 	})
 	srv.Start()
-	jsPublish(t, js, n/2, n, keys)
-	jsWaitOutput(t, js, n, 3*time.Minute)
+	localtest.JetStreamPublish(t, js, n/2, n, keys)
+	localtest.JetStreamWaitOutput(t, js, n, 3*time.Minute)
 	if _, err := cl.GetJob(context.Background(), id); err != nil {
 		t.Fatal(err)
 	}
-	jsCheck(t, js, n, keys)
-}
-
-func jsCount(t *testing.T, js jetstream.JetStream) int {
-	t.Helper()
-	ctx := context.Background()
-	st, err := js.Stream(ctx, "OUT")
-	if err != nil {
-		if strings.Contains(err.Error(), "timeout") {
-			return 0
-		}
-		t.Fatal(err)
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return int(info.State.Msgs)
+	localtest.JetStreamCheck(t, js, n, keys)
 }
 
 // Bad JetStream settings are refused at submission, each with an error
 // that says what is wrong.
 func TestJetStreamBadInputAtSubmit(t *testing.T) {
 	srv := testutil.StartNATS(t)
-	jsSetup(t, srv.URL, 0, 1)
+	localtest.JetStreamSetup(t, srv.URL, 0, 1)
 	c := localtest.Start(t, local.Config{Slots: 2})
 	cl := c.Client()
 	ctx := context.Background()
-	digest, err := cl.UploadModule(ctx, localtest.Guest(t, jetStreamGuest))
+	digest, err := cl.UploadModule(ctx, localtest.Guest(t, localtest.JetStreamGuest))
 	if err != nil {
 		t.Fatal(err)
 	}

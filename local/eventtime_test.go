@@ -145,19 +145,33 @@ func TestIdleSourceSubtaskDoesNotStallTheWatermark(t *testing.T) {
 // (the collect sink is exactly-once too, so the result holds each window
 // once).
 func TestEventTimersSurviveATaskManagerKill(t *testing.T) {
-	c := localtest.Start(t, local.Config{TaskManagers: 2, Slots: 3, JobManager: func(j *jm.Config) {
+	const events = 400_000
+	args := []string{"--events", fmt.Sprint(events), "--keys", "3", "--window", "1000", "--per-poll", "20", "--wm-every", "100"}
+	r := runKillingVertexTM(t, 3, eventTimeGuest, args, "windows")
+	got, _ := splitHow(t, r.Records)
+	if diff := localtest.Diff(windowCounts(events, 3, 1000, 1, -1), got); diff != "" {
+		t.Fatalf("window counts after the kill:\n%s", diff)
+	}
+}
+
+// runKillingVertexTM runs guest with args at parallelism 2 on a fresh
+// cluster of two TaskManagers (checkpoints every 50 ms, fixed-delay
+// restarts), kills the TaskManager running the first subtask of the vertex
+// whose name contains vertex once a checkpoint completed, and returns the
+// job's result; it fails the test unless the job restarted.
+func runKillingVertexTM(t *testing.T, slots int, guest string, args []string, vertex string) client.JobResult {
+	t.Helper()
+	c := localtest.Start(t, local.Config{TaskManagers: 2, Slots: slots, JobManager: func(j *jm.Config) {
 		// 500 ms declares living TaskManagers dead on a loaded machine.
 		j.HeartbeatInterval = 100 * time.Millisecond
 		j.HeartbeatTimeout = 3 * time.Second
 	}})
 	cl := c.Client()
 	ctx := context.Background()
-	digest, err := cl.UploadModule(ctx, localtest.Guest(t, eventTimeGuest))
+	digest, err := cl.UploadModule(ctx, localtest.Guest(t, guest))
 	if err != nil {
 		t.Fatal(err)
 	}
-	const events = 400_000
-	args := []string{"--events", fmt.Sprint(events), "--keys", "3", "--window", "1000", "--per-poll", "20", "--wm-every", "100"}
 	id, err := cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Args: args, Parallelism: 2, Config: map[string]string{
 		jobconfig.KeyCheckpointInterval: "50ms",
 		jobconfig.KeyRestartStrategy:    "fixed-delay",
@@ -177,22 +191,19 @@ func TestEventTimersSurviveATaskManagerKill(t *testing.T) {
 	d := localtest.WaitAllRunning(t, c, id, time.Minute)
 	var victim string
 	for _, v := range d.Vertices {
-		if strings.Contains(v.Name, "windows") {
+		if strings.Contains(v.Name, vertex) {
 			victim = v.Subtasks[0].TaskManager
 		}
 	}
 	if victim == "" {
-		t.Fatalf("no windows vertex in %+v", d.Vertices)
+		t.Fatalf("no %s vertex in %+v", vertex, d.Vertices)
 	}
 	c.KillTaskManager(localtest.TaskManagerIndex(t, c, victim))
 	r := localtest.WaitFinished(t, c, id)
 	if det, err := cl.GetJob(ctx, id); err != nil || det.Restarts == 0 {
 		t.Fatalf("the job did not restart (restarts %d, %v): it ended before the kill; give it more events", det.Restarts, err)
 	}
-	got, _ := splitHow(t, r.Records)
-	if diff := localtest.Diff(windowCounts(events, 3, 1000, 1, -1), got); diff != "" {
-		t.Fatalf("window counts after the kill:\n%s", diff)
-	}
+	return r
 }
 
 // Stop-with-savepoint while windows are open, resume at another

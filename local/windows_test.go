@@ -10,7 +10,6 @@ import (
 
 	"github.com/sluicehq/sluice/internal/jobconfig"
 	"github.com/sluicehq/sluice/internal/testutil"
-	"github.com/sluicehq/sluice/jm"
 	"github.com/sluicehq/sluice/local"
 	"github.com/sluicehq/sluice/local/localtest"
 	"github.com/sluicehq/sluice/sdk/client"
@@ -63,51 +62,10 @@ func sortedLines(recs [][]byte) []string {
 // (none lost, none fired twice) and every late record once, which went to
 // the late output.
 func TestWindowsSurviveATaskManagerKill(t *testing.T) {
-	c := localtest.Start(t, local.Config{TaskManagers: 2, Slots: 4, JobManager: func(j *jm.Config) {
-		// 500 ms declares living TaskManagers dead on a loaded machine.
-		j.HeartbeatInterval = 100 * time.Millisecond
-		j.HeartbeatTimeout = 3 * time.Second
-	}})
-	cl := c.Client()
-	ctx := context.Background()
-	digest, err := cl.UploadModule(ctx, localtest.Guest(t, windowGuest))
-	if err != nil {
-		t.Fatal(err)
-	}
 	const events = 200_000
 	args := []string{"--events", fmt.Sprint(events), "--keys", "3", "--size", "1000", "--lateness", "500",
 		"--late-every", "97", "--late-lag", "10000", "--per-poll", "20"}
-	id, err := cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Args: args, Parallelism: 2, Config: map[string]string{
-		jobconfig.KeyCheckpointInterval: "50ms",
-		jobconfig.KeyRestartStrategy:    "fixed-delay",
-		jobconfig.KeyFixedDelayAttempts: "20",
-		jobconfig.KeyFixedDelayDelay:    "500ms",
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testutil.CheckFor(t, time.Minute, 10*time.Millisecond, func() error {
-		cps, err := cl.ListCheckpoints(ctx, id)
-		if err != nil || len(cps) == 0 {
-			return fmt.Errorf("job %s has no checkpoint yet (%v)", id, err)
-		}
-		return nil
-	})
-	d := localtest.WaitAllRunning(t, c, id, time.Minute)
-	var victim string
-	for _, v := range d.Vertices {
-		if strings.Contains(v.Name, "win") {
-			victim = v.Subtasks[0].TaskManager
-		}
-	}
-	if victim == "" {
-		t.Fatalf("no window vertex in %+v", d.Vertices)
-	}
-	c.KillTaskManager(localtest.TaskManagerIndex(t, c, victim))
-	r := localtest.WaitFinished(t, c, id)
-	if det, err := cl.GetJob(ctx, id); err != nil || det.Restarts == 0 {
-		t.Fatalf("the job did not restart (restarts %d, %v): it ended before the kill; give it more events", det.Restarts, err)
-	}
+	r := runKillingVertexTM(t, 4, windowGuest, args, "win")
 	if diff := localtest.Diff(windowSums(events, 3, 1000, 97), sortedLines(r.Records)); diff != "" {
 		t.Fatalf("windows after the kill:\n%s", diff)
 	}

@@ -6,10 +6,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/sluicehq/sluice/internal/jobconfig"
-	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/local"
 	"github.com/sluicehq/sluice/local/localtest"
 	"github.com/sluicehq/sluice/sdk/client"
@@ -75,43 +72,10 @@ func TestWindowsSurviveATaskManagerKill(t *testing.T) {
 // parallelism: the windows' state and timers move with their key groups,
 // and every window fires once over the two runs.
 func TestWindowsResumeFromASavepointAtAnotherParallelism(t *testing.T) {
-	c := localtest.Start(t, local.Config{Slots: 8})
-	cl := c.Client()
-	ctx := context.Background()
-	digest, err := cl.UploadModule(ctx, localtest.Guest(t, windowGuest))
-	if err != nil {
-		t.Fatal(err)
-	}
 	const events = 20_000
-	args := []string{"--events", fmt.Sprint(events), "--keys", "7", "--size", "1000", "--lateness", "200",
-		"--late-every", "101", "--per-poll", "20"}
-	id, err := cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Args: append(args, "--forever"), Parallelism: 2,
-		Config: map[string]string{jobconfig.KeyCheckpointInterval: "50ms"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testutil.CheckFor(t, time.Minute, 10*time.Millisecond, func() error {
-		cps, err := cl.ListCheckpoints(ctx, id)
-		if err != nil || len(cps) == 0 {
-			det, _ := cl.GetJob(ctx, id)
-			return fmt.Errorf("job %s (%s) has no checkpoint yet (%v)", id, det.State, err)
-		}
-		return nil
-	})
-	sp, err := cl.TriggerSavepoint(ctx, id, true, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopped := localtest.WaitFinished(t, c, id)
-	id, err = cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Args: args, Parallelism: 3, FromSavepoint: sp.SavepointID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := localtest.WaitFinished(t, c, id)
-	if len(stopped.Records) == 0 {
-		t.Log("the savepoint came before any window fired")
-	}
-	got := sortedLines(append(stopped.Records, r.Records...))
+	recs := stopAndResume(t, 8, windowGuest, []string{"--events", fmt.Sprint(events), "--keys", "7", "--size", "1000", "--lateness", "200",
+		"--late-every", "101", "--per-poll", "20"})
+	got := sortedLines(recs)
 	if diff := localtest.Diff(windowSums(events, 7, 1000, 101), got); diff != "" {
 		t.Fatalf("windows after the resume at p=3:\n%s", diff)
 	}

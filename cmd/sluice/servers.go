@@ -129,7 +129,7 @@ serves TLS only and re-reads those files when they change and on SIGHUP.`,
 	cmd.Flags().StringVar(&restListen, "rest-listen", "", "REST API address (docs/REST.md; port 0 picks one; default: no REST API)")
 	cmd.Flags().StringVar(&advertise, "advertise", "", "address TaskManagers reach this JobManager at (default: the bound address)")
 	cmd.Flags().StringVar(&blobURL, "blob", os.Getenv(envBlob), "blob store URL: file:///abs/dir or s3://bucket/prefix?endpoint=host:port (default $"+envBlob+", else a directory under the user cache dir)")
-	cmd.Flags().DurationVar(&hbInterval, "heartbeat-interval", 0, "how often TaskManagers heartbeat (default 1s)")
+	cmd.Flags().DurationVar(&hbInterval, "heartbeat-interval", 0, "how often TaskManagers heartbeat (default 2s)")
 	cmd.Flags().DurationVar(&hbTimeout, "heartbeat-timeout", 0, "silence after which a TaskManager is declared dead (default 10s)")
 	cmd.Flags().DurationVar(&slotTimeout, "slot-timeout", 0, "how long a job waits for free slots before it fails (default 30s)")
 	cmd.Flags().IntVar(&restartAttempts, "restart-attempts", 0, "restarts of a failed job, for jobs that set no restart-strategy in their config")

@@ -1100,9 +1100,16 @@ func TestMaxConcurrentCheckpoints(t *testing.T) {
 		}
 		return nil
 	})
+	// One of the first two expired to make room (their expiry timers
+	// may fire in either order on a loaded machine), and no earlier than a
+	// timeout after the first was triggered.
 	s1, _ := byID(1)
+	s2, _ := byID(2)
 	s3, _ := byID(3)
-	if s1.Status != checkpoint.StatusAborted || !strings.Contains(s1.Reason, "expired") || s3.Triggered.Sub(s1.Triggered) < cc.Timeout {
-		t.Fatalf("checkpoint 3 %+v started before checkpoint 1 %+v expired: at most 2 at a time", s3, s1)
+	expired := func(s checkpoint.Stats) bool {
+		return s.Status == checkpoint.StatusAborted && strings.Contains(s.Reason, "expired")
+	}
+	if !expired(s1) && !expired(s2) || s3.Triggered.Sub(s1.Triggered) < cc.Timeout {
+		t.Fatalf("checkpoint 3 %+v started while checkpoints 1 %+v and 2 %+v were in flight: at most 2 at a time", s3, s1, s2)
 	}
 }

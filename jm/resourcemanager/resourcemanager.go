@@ -17,7 +17,10 @@ import (
 
 // Defaults for Config fields left zero.
 const (
-	DefaultHeartbeatInterval  = time.Second
+	// DefaultHeartbeatInterval is a fifth of the timeout, as Flink's
+	// (10s of 50s): each heartbeat costs an idle JobManager about as much
+	// CPU as all else it does while idle (docs/RATIONALE.md).
+	DefaultHeartbeatInterval  = 2 * time.Second
 	DefaultHeartbeatTimeout   = 10 * time.Second
 	DefaultSlotRequestTimeout = 30 * time.Second
 )

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -109,5 +110,51 @@ func TestJetStreamBadInputAtSubmit(t *testing.T) {
 				t.Fatalf("submit: %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A server that wants a password: the job names a secret, its submitter
+// passes the value in the job config, and the value shows nowhere — not
+// in the job's details, the logs or the errors of a submission that
+// names a secret it did not pass or passes a wrong one.
+func TestJetStreamSecretsStayOutOfSight(t *testing.T) {
+	const user, password = "sluice", "hunter2-f00d"
+	srv := testutil.StartNATSUser(t, user, password)
+	const n, keys = 2000, 3
+	js := localtest.JetStreamSetup(t, strings.Replace(srv.URL, "nats://", "nats://"+user+":"+password+"@", 1), n, keys)
+	var logs testutil.SyncBuffer
+	c := localtest.Start(t, local.Config{Slots: 4, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	withSecret := []string{"--user", user, "--password-secret", "nats"}
+
+	for _, tc := range []struct {
+		name   string
+		config map[string]string
+		want   string
+	}{
+		{"no secret", nil, `names secret "nats", which the job config does not hold: pass it as secret.nats`},
+		{"a wrong secret", map[string]string{"secret.nats": "wrong-" + password}, "connect to NATS at " + srv.URL},
+	} {
+		_, err := localtest.JetStreamTrySubmit(t, c, srv.URL, tc.config, withSecret...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), password) {
+			t.Fatalf("%s: submit: %v, want an error containing %q and not the password", tc.name, err, tc.want)
+		}
+	}
+	id, err := localtest.JetStreamTrySubmit(t, c, srv.URL, map[string]string{"secret.nats": password}, withSecret...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Client().CancelJob(context.Background(), id) })
+	localtest.JetStreamWaitOutput(t, js, n, 2*time.Minute)
+	localtest.JetStreamCheck(t, js, n, keys)
+
+	d, err := c.Client().GetJob(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := fmt.Sprintf("%+v", d); strings.Contains(s, password) {
+		t.Errorf("the job's details show the password: %s", s)
+	}
+	if strings.Contains(logs.String(), password) {
+		t.Errorf("the cluster's logs show the password")
 	}
 }

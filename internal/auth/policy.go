@@ -29,7 +29,9 @@ type Policy struct {
 	// than the first run and gives a guest a timer to measure its
 	// neighbours with. The inputs key is always allowed: sluice run sets
 	// it for local files, and every blob key it maps is checked against
-	// the tenant's own prefix anyway.
+	// the tenant's own prefix anyway. So are the secret.NAME keys: a
+	// tenant's secrets grant nothing beyond what its connectors (checked
+	// by Connectors and ConnectorHosts) reach.
 	ConfigKeys []string `json:"config_keys,omitempty"`
 	// MinCheckpointIntervalMs is the shortest checkpoint interval
 	// (execution.checkpointing.interval) the tenant's jobs may set, in
@@ -147,7 +149,7 @@ func (p Policy) CheckHost(addr string) error {
 
 // allowsSetting reports whether the tenant may set key to value.
 func (p Policy) allowsSetting(key, value string) bool {
-	if key == jobconfig.KeyInputs {
+	if key == jobconfig.KeyInputs || strings.HasPrefix(key, jobconfig.KeySecretPrefix) {
 		return true
 	}
 	cv := canonical(key, value)

@@ -12,7 +12,8 @@
 // the table is an error that names the nearest known one. Keys lists the
 // table for documentation and help output. Map writes a Config back in its
 // canonical form (the wire form and what a savepoint may store), and
-// Parse(c.Map()) gives c again for every c that Parse returned.
+// Parse(c.Map()) gives c again, without its secrets (secret.NAME keys), for
+// every c that Parse returned.
 //
 // The keys are Flink's where Flink has one (restart-strategy.*,
 // execution.checkpointing.*, state.checkpoints.num-retained,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/jobgraph"
@@ -28,6 +29,10 @@ type Config struct {
 	// CallFuel is the job's per-call fuel limit (KeyCallFuel); 0 means
 	// none.
 	CallFuel int64
+	// Secrets are the job's secrets by name, from the keys
+	// KeySecretPrefix+name, for the references of its host connectors'
+	// config (jobgraph.ResolveSecrets); nil when the job has none.
+	Secrets map[string]string
 }
 
 // Poison is what a job's tasks do with a record that traps the guest
@@ -237,6 +242,16 @@ func Parse(conf map[string]string) (Config, error) {
 		known[e.name] = true
 	}
 	for _, k := range slices.Sorted(maps.Keys(conf)) {
+		if name, ok := strings.CutPrefix(k, KeySecretPrefix); ok {
+			if why := jobgraph.BadSecretName(name); why != "" {
+				return Default(), fmt.Errorf("config key %q: the secret's name %s", k, why)
+			}
+			if c.Secrets == nil {
+				c.Secrets = map[string]string{}
+			}
+			c.Secrets[name] = conf[k]
+			continue
+		}
 		if !known[k] {
 			return Default(), fmt.Errorf("unknown config key %q: did you mean %q?", k, nearest(k, tab))
 		}
@@ -272,9 +287,11 @@ func (c Config) check() error {
 	return nil
 }
 
-// Map is c in its canonical form, the one that crosses the wire: only the
-// keys whose values differ from the defaults, each spelled one way.
-// Parse(c.Map()) equals c for every c that Parse returned.
+// Map is c in its canonical form, the one that crosses the wire to the
+// tasks: only the keys whose values differ from the defaults, each spelled
+// one way, and none of the secrets (the Dispatcher resolved them into the
+// job graph, the tasks need no more). Parse(c.Map()) equals c without its
+// Secrets for every c that Parse returned.
 func (c Config) Map() map[string]string {
 	m := map[string]string{}
 	for _, e := range table() {
@@ -295,11 +312,12 @@ type Key struct {
 // Keys lists every config key Parse accepts, in the table's order.
 func Keys() []Key {
 	tab := table()
-	out := make([]Key, len(tab))
+	out := make([]Key, len(tab), len(tab)+1)
 	for i, e := range tab {
 		out[i] = Key{Name: e.name, Default: e.def, Doc: e.doc}
 	}
-	return out
+	return append(out, Key{Name: KeySecretPrefix + "<name>", Default: "none",
+		Doc: "a secret a host connector's config names as secret:<name> (a password, a token), kept out of job graphs, status, logs and errors; sluice run --job-secret <name>=FILE sets it from a file"})
 }
 
 // nearest returns the known key closest to k by edit distance (the first

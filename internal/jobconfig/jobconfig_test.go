@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/jobconfig"
+	"github.com/sluicehq/sluice/internal/jobgraph"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -179,8 +180,9 @@ func TestMapRoundTrips(t *testing.T) {
 		"pipeline.dead-letter.path":               "dead/orders",
 		"sandbox.call-fuel":                       "123456789",
 	}
-	if len(full) != len(jobconfig.Keys()) {
-		t.Fatalf("the test sets %d keys, the table has %d", len(full), len(jobconfig.Keys()))
+	// Keys ends with the secrets' key pattern (TestSecrets).
+	if len(full) != len(jobconfig.Keys())-1 {
+		t.Fatalf("the test sets %d keys, the table has %d", len(full), len(jobconfig.Keys())-1)
 	}
 	for _, conf := range []map[string]string{
 		nil,
@@ -239,6 +241,7 @@ func TestKeysTable(t *testing.T) {
 		jobconfig.KeyExpResetThreshold, jobconfig.KeyExpJitter, jobconfig.KeyExpAttemptsBeforeReset,
 		jobconfig.KeyFailureRateMaxFailures, jobconfig.KeyFailureRateInterval, jobconfig.KeyFailureRateDelay,
 		jobconfig.KeyPoisonRecords, jobconfig.KeyPoisonMaxPerMillion, jobconfig.KeyPoisonMaxCount, jobconfig.KeyDeadLetterPath,
+		jobconfig.KeySecretPrefix + "<name>",
 	} {
 		if !seen[k] {
 			t.Errorf("key constant %s is not in the table", k)
@@ -263,6 +266,7 @@ func FuzzParse(f *testing.F) {
 		"sandbox.clock=wall\nexecution.checkpointing.tolerable-failed-checkpoints=0",
 		"execution.checkpointing.intervall=1s",
 		"execution.checkpointing.externalized-checkpoint-retention=Retain_On_Cancellation",
+		"secret.nats-password=hunter2\nsecret.=x",
 	} {
 		f.Add(s)
 	}
@@ -287,8 +291,32 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			t.Fatalf("Parse(%q) = %+v, but its Map %v does not parse: %v", s, c, m, err)
 		}
-		if !reflect.DeepEqual(back, c) {
+		if c.Secrets = nil; !reflect.DeepEqual(back, c) { // Map leaves the secrets out
 			t.Fatalf("Parse(%q) = %+v\nParse(Map) = %+v", s, c, back)
 		}
 	})
+}
+
+// Secrets come from the secret.NAME keys, are never in Map (the wire
+// form to the tasks), and a bad name is refused without the value.
+func TestSecrets(t *testing.T) {
+	c, err := jobconfig.Parse(map[string]string{"secret.nats-password": "hunter2", "secret.kafka.sasl": "s3cret", "sandbox.clock": "wall"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"nats-password": "hunter2", "kafka.sasl": "s3cret"}; !maps.Equal(c.Secrets, want) {
+		t.Fatalf("Secrets = %v, want %v", c.Secrets, want)
+	}
+	if m := c.Map(); !maps.Equal(m, map[string]string{"sandbox.clock": "wall"}) {
+		t.Fatalf("Map() = %v: want no secrets in it", m)
+	}
+	for _, k := range []string{"secret.", "secret.a b", "secret." + strings.Repeat("x", jobgraph.MaxSecretNameBytes+1)} {
+		_, err := jobconfig.Parse(map[string]string{k: "hunter2"})
+		if err == nil || !strings.Contains(err.Error(), "the secret's name") || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("Parse(%q): %v: want an error about the name, without the value", k, err)
+		}
+	}
+	if keys := jobconfig.Keys(); keys[len(keys)-1].Name != jobconfig.KeySecretPrefix+"<name>" {
+		t.Errorf("Keys() ends with %q, want the secrets' pattern", keys[len(keys)-1].Name)
+	}
 }

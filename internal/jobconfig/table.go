@@ -23,6 +23,9 @@ const (
 	KeyInputs = "inputs"
 	// KeyClock chooses what a guest's clock reads: virtual or wall.
 	KeyClock = "sandbox.clock"
+	// KeySecretPrefix starts the keys of the job's secrets: secret.NAME
+	// holds the value a host connector's config names as secret:NAME.
+	KeySecretPrefix = "secret."
 	// KeyCallFuel is the per-call fuel limit: a guest call that runs this
 	// many fuel checks fails, at the same place on every run.
 	KeyCallFuel = "sandbox.call-fuel"

@@ -18,8 +18,9 @@ type NATS struct {
 	URL      string // nats://127.0.0.1:port
 	StoreDir string
 
-	t    testing.TB
-	port int
+	t              testing.TB
+	port           int
+	user, password string
 
 	mu  sync.Mutex
 	srv *server.Server
@@ -29,11 +30,18 @@ type NATS struct {
 // it accepts connections.
 func StartNATS(t testing.TB) *NATS {
 	t.Helper()
+	return StartNATSUser(t, "", "")
+}
+
+// StartNATSUser is StartNATS with a server that admits only user with
+// password (neither set: anyone).
+func StartNATSUser(t testing.TB, user, password string) *NATS {
+	t.Helper()
 	p, err := strconv.Atoi(freePort(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &NATS{StoreDir: t.TempDir(), t: t, port: p}
+	n := &NATS{StoreDir: t.TempDir(), t: t, port: p, user: user, password: password}
 	n.URL = "nats://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
 	t.Cleanup(n.Stop)
 	n.Start()
@@ -57,6 +65,8 @@ func (n *NATS) Start() {
 		NoSigs:    true,
 		// The port is reused at once after a Stop.
 		ServerName: "sluice-test",
+		Username:   n.user,
+		Password:   n.password,
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {

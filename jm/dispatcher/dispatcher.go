@@ -324,6 +324,11 @@ func (d *Dispatcher) start(ctx context.Context, tenant string, s Submission, id 
 	if err := jobgraph.Validate(g, p, d.cfg.MaxParallelismLimit); err != nil {
 		return "", err
 	}
+	// From here on the graph holds the job's secrets: it goes to the
+	// JobMaster and the tasks, never to a client.
+	if err := jobgraph.ResolveSecrets(g, conf.Secrets); err != nil {
+		return "", rpcerr.Errorf(rpcerr.ErrInvalidArgument, "%w", err)
+	}
 	if err := conf.CheckGraph(g); err != nil {
 		return "", rpcerr.Errorf(rpcerr.ErrInvalidArgument, "%w", err)
 	}

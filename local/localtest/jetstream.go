@@ -3,6 +3,7 @@ package localtest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"testing"
@@ -117,7 +118,23 @@ func JetStreamWaitOutput(t testing.TB, js jetstream.JetStream, n int, timeout ti
 		return nil
 	})
 }
+
+// JetStreamSubmit submits the JetStream guest reading IN and publishing
+// to out.counts, with checkpoints every 100ms and restarts, and cancels
+// it at the test's end.
 func JetStreamSubmit(t testing.TB, c Cluster, url string, extra ...string) string {
+	t.Helper()
+	id, err := JetStreamTrySubmit(t, c, url, nil, extra...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Client().CancelJob(context.Background(), id) })
+	return id
+}
+
+// JetStreamTrySubmit submits the JetStream guest as JetStreamSubmit does,
+// with more job config (secrets, say), and returns the submission's error.
+func JetStreamTrySubmit(t testing.TB, c Cluster, url string, config map[string]string, extra ...string) (string, error) {
 	t.Helper()
 	cl := c.Client()
 	ctx := context.Background()
@@ -126,18 +143,16 @@ func JetStreamSubmit(t testing.TB, c Cluster, url string, extra ...string) strin
 		t.Fatal(err)
 	}
 	args := append([]string{"--url", url, "--stream", "IN", "--subject", "out.counts"}, extra...)
-	id, err := cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Args: args, Parallelism: 2, Config: map[string]string{
+	conf := map[string]string{
 		jobconfig.KeyCheckpointInterval: "100ms",
 		jobconfig.KeyRestartStrategy:    "fixed-delay",
 		jobconfig.KeyFixedDelayAttempts: "100",
 		jobconfig.KeyFixedDelayDelay:    "300ms",
-	}})
-	if err != nil {
-		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cl.CancelJob(context.Background(), id) })
-	return id
+	maps.Copy(conf, config)
+	return cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Args: args, Parallelism: 2, Config: conf})
 }
+
 func JetStreamCheck(t testing.TB, js jetstream.JetStream, n, keys int) {
 	t.Helper()
 	if d := Diff(jetStreamWant(n, keys), jetStreamOutput(t, js)); d != "" {

@@ -177,9 +177,14 @@ type JetStreamOptions struct {
 	// URL is the server, or several separated by commas
 	// (nats://host:port; tls://host:port for TLS). Required.
 	URL string
-	// Token, or User and Password, authenticate. They are secrets: the
-	// cluster keeps them out of its logs and errors.
-	Token, User, Password string
+	// User and PasswordSecret, or TokenSecret, authenticate. The secrets
+	// are named, not held: PasswordSecret "nats" is the value of the job
+	// config key secret.nats, which the job's submitter sets (sluice run
+	// --job-secret nats=FILE), so the password is in neither the module
+	// nor the job graph, and the cluster keeps it out of its logs,
+	// status and errors.
+	User                        string
+	PasswordSecret, TokenSecret string
 	// Subject is a source's subject filter (empty: the whole stream).
 	Subject string
 	// Start is where a source without a checkpoint starts: "first" (the
@@ -192,10 +197,14 @@ type JetStreamOptions struct {
 
 func (o JetStreamOptions) config() map[string]string {
 	c := map[string]string{jobgraph.ConfigNATSURL: o.URL}
-	for k, v := range map[string]string{jobgraph.ConfigNATSToken: o.Token, jobgraph.ConfigNATSUser: o.User,
-		jobgraph.ConfigNATSPassword: o.Password, jobgraph.ConfigJetStreamStart: o.Start} {
+	for k, v := range map[string]string{jobgraph.ConfigNATSUser: o.User, jobgraph.ConfigJetStreamStart: o.Start} {
 		if v != "" {
 			c[k] = v
+		}
+	}
+	for k, name := range map[string]string{jobgraph.ConfigNATSToken: o.TokenSecret, jobgraph.ConfigNATSPassword: o.PasswordSecret} {
+		if name != "" {
+			c[k] = jobgraph.SecretRef + name
 		}
 	}
 	return c

@@ -7,6 +7,8 @@
 //	--url U           the server (required)
 //	--stream S        the stream to read (required)
 //	--subject S       the subject to publish to (required)
+//	--user U          authenticate as U, with the password of
+//	--password-secret S  the job secret S (job config secret.S)
 //	--at-least-once   publish at once instead of after the checkpoint
 //	--p N             the keyed step's and the sink's parallelism (default 2); the
 //	                  source and its KeyBy run at 1, so each key's records keep their order
@@ -22,7 +24,7 @@ import (
 
 func init() {
 	guest.Job(func(env *guest.Env) {
-		var url, stream, subject string
+		var url, stream, subject, user, password string
 		alo, p := false, 2
 		args := env.Args()
 		for i := 0; i < len(args); i++ {
@@ -41,6 +43,10 @@ func init() {
 				stream = next()
 			case "--subject":
 				subject = next()
+			case "--user":
+				user = next()
+			case "--password-secret":
+				password = next()
 			case "--at-least-once":
 				alo = true
 			case "--p":
@@ -53,7 +59,10 @@ func init() {
 				env.Fail(fmt.Errorf("unknown argument %q", args[i]))
 			}
 		}
-		env.JetStreamSource("in", stream, guest.JetStreamOptions{URL: url}).
+		in := guest.JetStreamOptions{URL: url, User: user, PasswordSecret: password}
+		sink := in
+		sink.AtLeastOnce = alo
+		env.JetStreamSource("in", stream, in).
 			KeyBy("key", func(r guest.Record) []byte {
 				k, _, _ := bytes.Cut(r.Value, []byte(" "))
 				return k
@@ -64,7 +73,7 @@ func init() {
 				ctx.PutInt64("n", n)
 				out.Emit(guest.Record{Value: fmt.Appendf(nil, "%s %d", r.Value, n)})
 			}).SetParallelism(p).
-			JetStreamSink("out", subject, guest.JetStreamOptions{URL: url, AtLeastOnce: alo}).SetParallelism(p)
+			JetStreamSink("out", subject, sink).SetParallelism(p)
 	})
 }
 

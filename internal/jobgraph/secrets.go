@@ -21,6 +21,8 @@ const MaxSecretNameBytes = 64
 var secretKeys = map[string][]string{
 	ConnectorJetStreamSource: {ConfigNATSToken, ConfigNATSPassword},
 	ConnectorJetStreamSink:   {ConfigNATSToken, ConfigNATSPassword},
+	ConnectorKafkaSource:     {ConfigKafkaPassword},
+	ConnectorKafkaSink:       {ConfigKafkaPassword},
 }
 
 // SecretKey reports whether key holds a secret in the config of the host

@@ -274,11 +274,8 @@ func BadKafkaTopic(n string) string {
 	case len(n) > maxKafkaTopicBytes:
 		return fmt.Sprintf("is %d bytes long, above Kafka's limit of %d", len(n), maxKafkaTopicBytes)
 	}
-	for i := 0; i < len(n); i++ {
-		c := n[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Sprintf("has %q at byte %d: a topic name holds only letters, digits, '.', '_' and '-'", c, i)
-		}
+	if i := badNameByte(n); i >= 0 {
+		return fmt.Sprintf("has %q at byte %d: a topic name holds only letters, digits, '.', '_' and '-'", n[i], i)
 	}
 	return ""
 }

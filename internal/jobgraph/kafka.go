@@ -9,7 +9,10 @@ import (
 	"time"
 )
 
-// Host connectors for Kafka (docs/ABI.md section 5).
+// Host connectors for Kafka. Their settings are parsed and checked at
+// submission (kafkaconn.Check), but the TaskManager does not run them yet,
+// so ConnectorKind does not know them and Validate refuses a graph that
+// uses them as having an unknown connector.
 const (
 	// ConnectorKafkaSource reads the partitions of Kafka topics; the
 	// offsets are the source's position in the checkpoint.

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/local"
 	"github.com/sluicehq/sluice/local/localtest"
 	"github.com/sluicehq/sluice/sdk/client"
+	"github.com/sluicehq/sluice/sdk/guest"
 	"github.com/sluicehq/sluice/sdk/guest/typed"
 	"github.com/sluicehq/sluice/sdk/nexmark"
 	"github.com/sluicehq/sluice/sdk/nexmark/reference"
@@ -92,6 +93,11 @@ func TestQueriesMatchReference(t *testing.T) {
 	for _, r := range reference.Q2(evs) {
 		q2 = append(q2, pair.Append(nil, typed.Tuple2[int64, int64]{A: r.Auction, B: r.Price}))
 	}
+	hot := typed.WindowedCodec(typed.Int64(), typed.Int64())
+	var q5 [][]byte
+	for _, r := range reference.Q5(evs) {
+		q5 = append(q5, hot.Append(nil, typed.Windowed[int64, int64]{Key: r.Auction, Window: guest.Window{Start: r.Start, End: r.End}, Value: r.Num}))
+	}
 	for _, q := range []struct {
 		name string
 		want [][]byte
@@ -99,6 +105,7 @@ func TestQueriesMatchReference(t *testing.T) {
 		{"q0", encodeBids(reference.Q0(evs))},
 		{"q1", encodeBids(reference.Q1(evs))},
 		{"q2", q2},
+		{"q5", q5},
 	} {
 		t.Run(q.name, func(t *testing.T) {
 			if len(q.want) == 0 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/binary"
+	"math"
 	"time"
 
 	"github.com/sluicehq/sluice/sdk/guest"
@@ -55,6 +56,91 @@ func q5(events *typed.Stream[[]byte]) *typed.Stream[typed.Windowed[int64, int64]
 			for _, c := range cs {
 				if c.Value == top {
 					out.Emit(c)
+				}
+			}
+		}).Stream
+}
+
+// q7's candidates are bids, each with whether it is a boundary copy: a bid
+// at exactly a window's end is a candidate of that window as well (the
+// SQL's BETWEEN includes the end) without counting toward its highest
+// price, so it goes to that window again, at End-1, marked.
+type candidate = typed.Tuple2[bool, []byte]
+
+// top is a window's (or part of a window's) highest price, noPrice when it
+// has no bid of its own yet, and its candidates: its bids at that price and
+// the boundary copies at or above it (the highest price of the whole window
+// is at least this part's, so no candidate it could need is dropped).
+type top = typed.Tuple2[int64, []candidate]
+
+const noPrice = math.MinInt64
+
+func bidPrice(b []byte) int64 { return int64(binary.LittleEndian.Uint64(b[nexmark.BidPriceOffset:])) }
+
+func topCodec() typed.Codec[top] {
+	return typed.Pair(typed.Int64(), typed.Slice(typed.Pair(typed.Bool(), typed.Bytes())))
+}
+
+// highestBids keeps a window's top.
+type highestBids struct{}
+
+func (highestBids) CreateAccumulator() top { return top{A: noPrice} }
+func (highestBids) GetResult(t top) top    { return t }
+func (highestBids) Add(c candidate, t top) top {
+	p := bidPrice(c.B)
+	switch {
+	case c.A: // a boundary copy
+		if p >= t.A {
+			t.B = append(t.B, c)
+		}
+	case p > t.A:
+		t.A = p
+		kept := t.B[:0]
+		for _, o := range t.B {
+			if o.A && bidPrice(o.B) >= p {
+				kept = append(kept, o)
+			}
+		}
+		t.B = append(kept, c)
+	case p == t.A:
+		t.B = append(t.B, c)
+	}
+	return t
+}
+
+// q7 finds each tumbling window's top per auction (spread over the
+// subtasks), then, keyed by the window's start, the highest price of all
+// and the candidates at it, emitted as bids (sdk/nexmark's encoding).
+func q7(events *typed.Stream[[]byte]) *typed.Stream[[]byte] {
+	cands := typed.FlatMap(events, "q7.bids", typed.Pair(typed.Bool(), typed.Bytes()), func(e []byte, out *typed.Emitter[candidate]) {
+		if !nexmark.IsBid(e) {
+			return
+		}
+		out.Emit(candidate{B: e})
+		if t := int64(binary.LittleEndian.Uint64(e[nexmark.BidDateTimeOffset:])); t%reference.WindowMs == 0 {
+			out.EmitAt(candidate{A: true, B: e}, t-1)
+		}
+	})
+	byAuction := typed.KeyBy(cands, "q7.by-auction", typed.Int64(), func(c candidate) int64 {
+		return int64(binary.LittleEndian.Uint64(c.B[nexmark.BidAuctionOffset:]))
+	})
+	tops := typed.WindowAggregate(typed.Window(byAuction, guest.Tumbling(reference.WindowMs*time.Millisecond)),
+		"q7.top", typed.AggregateFunction[candidate, top, top](highestBids{}), topCodec(), topCodec())
+	byWindow := typed.KeyBy(tops.Stream, "q7.by-window", typed.Int64(), func(t typed.Windowed[int64, top]) int64 { return t.Window.Start })
+	return typed.WindowProcess(typed.Window(byWindow, guest.Tumbling(reference.WindowMs*time.Millisecond)), "q7.highest", typed.Bytes(),
+		func(_ *typed.KeyedContext[int64], _ guest.Window, ts []typed.Windowed[int64, top], out *typed.Emitter[[]byte]) {
+			highest := int64(noPrice)
+			for _, t := range ts {
+				highest = max(highest, t.Value.A)
+			}
+			if highest == noPrice {
+				return // boundary copies only: the window has no bid
+			}
+			for _, t := range ts {
+				for _, c := range t.Value.B {
+					if bidPrice(c.B) == highest {
+						out.Emit(c.B)
+					}
 				}
 			}
 		}).Stream

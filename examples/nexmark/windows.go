@@ -32,11 +32,30 @@ func (countBids) CreateAccumulator() int64   { return 0 }
 func (countBids) Add(_ int64, n int64) int64 { return n + 1 }
 func (countBids) GetResult(n int64) int64    { return n }
 
+// hottest keeps the largest count among a window's auctions and the
+// auctions that have it: A the count, B the auctions.
+type hottest struct{}
+
+func (hottest) CreateAccumulator() typed.Tuple2[int64, []int64] {
+	return typed.Tuple2[int64, []int64]{}
+}
+func (hottest) GetResult(h typed.Tuple2[int64, []int64]) typed.Tuple2[int64, []int64] { return h }
+func (hottest) Add(c typed.Windowed[int64, int64], h typed.Tuple2[int64, []int64]) typed.Tuple2[int64, []int64] {
+	switch {
+	case c.Value > h.A:
+		h.A, h.B = c.Value, append(h.B[:0], c.Key)
+	case c.Value == h.A:
+		h.B = append(h.B, c.Key)
+	}
+	return h
+}
+
 // q5 counts the bids of each auction in each sliding window (keyed by
 // auction, so spread over the subtasks), then, keyed by the window's start,
-// keeps the auctions with the largest count. The counts of one window all
+// keeps the auctions with the largest count: the counts of one window all
 // carry its MaxTimestamp as their time, so a tumbling window of the slide
-// gathers exactly them.
+// gathers exactly them, and folds them as they come (a window process
+// function would keep them all, rewriting a growing state entry for each).
 func q5(events *typed.Stream[[]byte]) *typed.Stream[typed.Windowed[int64, int64]] {
 	auctions := typed.FlatMap(events, "q5.bids", typed.Int64(), func(e []byte, out *typed.Emitter[int64]) {
 		if nexmark.IsBid(e) {
@@ -47,18 +66,15 @@ func q5(events *typed.Stream[[]byte]) *typed.Stream[typed.Windowed[int64, int64]
 	counts := typed.WindowAggregate(typed.Window(byAuction, guest.Sliding(reference.WindowMs*time.Millisecond, reference.SlideMs*time.Millisecond)),
 		"q5.count", typed.AggregateFunction[int64, int64, int64](countBids{}), typed.Int64(), typed.Int64())
 	byWindow := typed.KeyBy(counts.Stream, "q5.by-window", typed.Int64(), func(c typed.Windowed[int64, int64]) int64 { return c.Window.Start })
-	return typed.WindowProcess(typed.Window(byWindow, guest.Tumbling(reference.SlideMs*time.Millisecond)), "q5.hot", hotItemCodec(),
-		func(_ *typed.KeyedContext[int64], _ guest.Window, cs []typed.Windowed[int64, int64], out *typed.Emitter[typed.Windowed[int64, int64]]) {
-			var top int64
-			for _, c := range cs {
-				top = max(top, c.Value)
-			}
-			for _, c := range cs {
-				if c.Value == top {
-					out.Emit(c)
-				}
-			}
-		}).Stream
+	hc := typed.Pair(typed.Int64(), typed.Slice(typed.Int64()))
+	hot := typed.WindowAggregate(typed.Window(byWindow, guest.Tumbling(reference.SlideMs*time.Millisecond)), "q5.hot",
+		typed.AggregateFunction[typed.Windowed[int64, int64], typed.Tuple2[int64, []int64], typed.Tuple2[int64, []int64]](hottest{}), hc, hc)
+	return typed.FlatMap(hot.Stream, "q5.rows", hotItemCodec(), func(h typed.Windowed[int64, typed.Tuple2[int64, []int64]], out *typed.Emitter[typed.Windowed[int64, int64]]) {
+		w := guest.Window{Start: h.Key, End: h.Key + reference.WindowMs}
+		for _, a := range h.Value.B {
+			out.Emit(typed.Windowed[int64, int64]{Key: a, Window: w, Value: h.Value.A})
+		}
+	})
 }
 
 // q7's candidates are bids, each with whether it is a boundary copy: a bid
@@ -109,8 +125,9 @@ func (highestBids) Add(c candidate, t top) top {
 }
 
 // q7 finds each tumbling window's top per auction (spread over the
-// subtasks), then, keyed by the window's start, the highest price of all
-// and the candidates at it, emitted as bids (sdk/nexmark's encoding).
+// subtasks), then, keyed by the window's start, merges them into the
+// window's, and emits the candidates at its highest price as bids
+// (sdk/nexmark's encoding).
 func q7(events *typed.Stream[[]byte]) *typed.Stream[[]byte] {
 	cands := typed.FlatMap(events, "q7.bids", typed.Pair(typed.Bool(), typed.Bytes()), func(e []byte, out *typed.Emitter[candidate]) {
 		if !nexmark.IsBid(e) {
@@ -127,21 +144,42 @@ func q7(events *typed.Stream[[]byte]) *typed.Stream[[]byte] {
 	tops := typed.WindowAggregate(typed.Window(byAuction, guest.Tumbling(reference.WindowMs*time.Millisecond)),
 		"q7.top", typed.AggregateFunction[candidate, top, top](highestBids{}), topCodec(), topCodec())
 	byWindow := typed.KeyBy(tops.Stream, "q7.by-window", typed.Int64(), func(t typed.Windowed[int64, top]) int64 { return t.Window.Start })
-	return typed.WindowProcess(typed.Window(byWindow, guest.Tumbling(reference.WindowMs*time.Millisecond)), "q7.highest", typed.Bytes(),
-		func(_ *typed.KeyedContext[int64], _ guest.Window, ts []typed.Windowed[int64, top], out *typed.Emitter[[]byte]) {
-			highest := int64(noPrice)
-			for _, t := range ts {
-				highest = max(highest, t.Value.A)
+	highest := typed.WindowAggregate(typed.Window(byWindow, guest.Tumbling(reference.WindowMs*time.Millisecond)), "q7.highest",
+		typed.AggregateFunction[typed.Windowed[int64, top], top, top](mergeTops{}), topCodec(), topCodec())
+	return typed.FlatMap(highest.Stream, "q7.rows", typed.Bytes(), func(t typed.Windowed[int64, top], out *typed.Emitter[[]byte]) {
+		if t.Value.A == noPrice {
+			return // boundary copies only: the window has no bid
+		}
+		for _, c := range t.Value.B {
+			if bidPrice(c.B) == t.Value.A {
+				out.Emit(c.B)
 			}
-			if highest == noPrice {
-				return // boundary copies only: the window has no bid
+		}
+	})
+}
+
+// mergeTops folds the tops of a window's parts into the window's: its
+// highest price is theirs, and its candidates those at or above it (the
+// ones above are boundary copies, dropped when the rows are emitted).
+type mergeTops struct{}
+
+func (mergeTops) CreateAccumulator() top { return top{A: noPrice} }
+func (mergeTops) GetResult(t top) top    { return t }
+func (mergeTops) Add(part typed.Windowed[int64, top], t top) top {
+	if part.Value.A > t.A {
+		t.A = part.Value.A
+		kept := t.B[:0]
+		for _, c := range t.B {
+			if bidPrice(c.B) >= t.A {
+				kept = append(kept, c)
 			}
-			for _, t := range ts {
-				for _, c := range t.Value.B {
-					if bidPrice(c.B) == highest {
-						out.Emit(c.B)
-					}
-				}
-			}
-		}).Stream
+		}
+		t.B = kept
+	}
+	for _, c := range part.Value.B {
+		if bidPrice(c.B) >= t.A {
+			t.B = append(t.B, c)
+		}
+	}
+	return t
 }

@@ -18,6 +18,9 @@ func TestParseArgs(t *testing.T) {
 	if o != want {
 		t.Fatalf("%+v, want %+v", o, want)
 	}
+	if o, err := parseArgs([]string{"--query", "q5", "--text", "--out", "nx/q5"}); err != nil || o.out != "nx/q5" || !o.text {
+		t.Fatalf("--out: %+v, %v", o, err)
+	}
 	for args, msg := range map[string]string{
 		"--query q4":     "this example has q0, q1, q2, q5 and q7",
 		"--sink kafka":   "collect or blackhole",
@@ -25,6 +28,7 @@ func TestParseArgs(t *testing.T) {
 		"--seed x":       `--seed "x"`,
 		"--frobnicate 1": `unknown argument "--frobnicate"`,
 		"--rate":         "--rate needs a value",
+		"--out x":        "--out writes lines of text: add --text",
 	} {
 		_, err := parseArgs(strings.Fields(args))
 		if err == nil || !strings.Contains(err.Error(), msg) || !strings.Contains(err.Error(), "usage: nexmark") {

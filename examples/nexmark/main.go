@@ -28,13 +28,17 @@
 //	--base-time MS         the first event's time (default 0)
 //	--out-of-order G       permute groups of G events (default 1: in order)
 //	--text                 results as lines of text
+//	--out PATH             results through the transactional file sink to
+//	                       part files under PATH (needs --text), committed
+//	                       as checkpoints complete
 //
 // The results of q0, q1 and q7 are bids in sdk/nexmark's encoding
 // (nexmark.BidCodec); those of q2 are typed.Pair(typed.Int64(),
 // typed.Int64()) of auction and price. With --text they are lines:
 // "auction<TAB>bidder<TAB>price<TAB>time" for q0, q1 and q7, "auction<TAB>price"
-// for q2. Those of q5 are typed.WindowedCodec(typed.Int64(), typed.Int64())
-// of auction, window and count (q5 has no --text).
+// for q2, "auction<TAB>start<TAB>end<TAB>count" for q5. Those of q5 are
+// typed.WindowedCodec(typed.Int64(), typed.Int64()) of auction, window and
+// count.
 package main
 
 import (
@@ -56,7 +60,8 @@ func main() {}
 // options are the parsed arguments.
 type options struct {
 	query, sink string
-	text        bool // results as lines of text
+	text        bool   // results as lines of text
+	out         string // the file sink's path, "" for sink
 	source      guest.NexmarkOptions
 }
 
@@ -76,10 +81,7 @@ func plan(env *guest.Env) {
 		src = src.WithWatermarks(guest.BoundedOutOfOrderness(windowOutOfOrderness))
 	}
 	events := typed.Of(env, src, typed.Bytes())
-	var out interface {
-		Collect(name string) *guest.Stream
-		Blackhole(name string) *guest.Stream
-	}
+	var out sink
 	switch o.query {
 	case "q0":
 		out = bidLines(o, events.Filter("q0", nexmark.IsBid))
@@ -94,7 +96,19 @@ func plan(env *guest.Env) {
 			}
 		}))
 	case "q5":
-		out = q5(events)
+		hot := q5(events)
+		out = hot
+		if o.text {
+			out = typed.Format(hot, "text", func(line []byte, h typed.Windowed[int64, int64]) []byte {
+				for i, v := range []int64{h.Key, h.Window.Start, h.Window.End, h.Value} {
+					if i > 0 {
+						line = append(line, '\t')
+					}
+					line = strconv.AppendInt(line, v, 10)
+				}
+				return line
+			})
+		}
 	case "q7":
 		out = bidLines(o, q7(events))
 	case "q2":
@@ -114,19 +128,26 @@ func plan(env *guest.Env) {
 			})
 		}
 	}
-	if o.sink == "blackhole" {
+	switch {
+	case o.out != "":
+		out.WriteFiles("out", o.out)
+	case o.sink == "blackhole":
 		out.Blackhole("out")
-	} else {
+	default:
 		out.Collect("out")
 	}
 }
 
-// bidLines turns encoded bids into lines "auction<TAB>bidder<TAB>price<TAB>time"
-// when --text asks for them, and leaves them as they are otherwise.
-func bidLines(o options, bids *typed.Stream[[]byte]) interface {
+// sink is a query's result stream, ready for its sink.
+type sink interface {
 	Collect(name string) *guest.Stream
 	Blackhole(name string) *guest.Stream
-} {
+	WriteFiles(name, path string) *guest.Stream
+}
+
+// bidLines turns encoded bids into lines "auction<TAB>bidder<TAB>price<TAB>time"
+// when --text asks for them, and leaves them as they are otherwise.
+func bidLines(o options, bids *typed.Stream[[]byte]) sink {
 	if !o.text {
 		return bids
 	}
@@ -144,7 +165,7 @@ func bidLines(o options, bids *typed.Stream[[]byte]) interface {
 // toEuro is q1's conversion, 0.908 × price, in integer cents.
 func toEuro(price int64) int64 { return price * 908 / 1000 }
 
-const usage = "usage: nexmark [--query q0|q1|q2|q5|q7] [--sink collect|blackhole] [--events N] [--rate R] [--seed S] [--base-time MS] [--out-of-order G] [--text]"
+const usage = "usage: nexmark [--query q0|q1|q2|q5|q7] [--sink collect|blackhole] [--events N] [--rate R] [--seed S] [--base-time MS] [--out-of-order G] [--text] [--out PATH]"
 
 func parseArgs(args []string) (options, error) {
 	o := options{query: "q0", sink: "collect", source: guest.NexmarkOptions{Events: 100_000}}
@@ -184,6 +205,11 @@ func parseArgs(args []string) (options, error) {
 			o.source.OutOfOrderGroup, err = nonNegative(name, val)
 		case "--text":
 			o.text, err = strconv.ParseBool(val)
+		case "--out":
+			o.out = val
+			if val == "" {
+				err = errors.New("--out: give the file sink's path")
+			}
 		case "--seed":
 			o.source.Seed, err = strconv.ParseUint(val, 10, 64)
 			if err != nil {
@@ -195,6 +221,9 @@ func parseArgs(args []string) (options, error) {
 		if err != nil {
 			return o, fmt.Errorf("%w\n%s", err, usage)
 		}
+	}
+	if o.out != "" && !o.text {
+		return o, fmt.Errorf("--out writes lines of text: add --text\n%s", usage)
 	}
 	return o, nil
 }

@@ -86,6 +86,28 @@ func TestSplitsNeverIdleWithoutTimeout(t *testing.T) {
 	}
 }
 
+// A subtask handed no split is idle at once, without an idle timeout,
+// until a split comes; one that holds a split cannot be marked so.
+func TestSplitsUnassignedIsIdle(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	s := NewSplits(jobgraph.Watermarks{Kind: jobgraph.WatermarkMonotonous}, t0)
+	if u := s.Poll(t0); u.Any() {
+		t.Fatalf("idle before it was marked: %+v", u)
+	}
+	s.Unassigned()
+	if u := s.Poll(t0); !u.StatusChanged || !u.Idle {
+		t.Fatalf("an unassigned subtask is not idle: %+v", u)
+	}
+	s.Observe("a", 10, t0)
+	if u := s.Poll(t0); !u.StatusChanged || u.Idle || !u.Advanced || u.Watermark != 9 {
+		t.Fatalf("a split's first record does not end the idleness: %+v", u)
+	}
+	s.Unassigned()
+	if u := s.Poll(t0.Add(time.Hour)); u.Any() {
+		t.Fatalf("a subtask holding a split was marked unassigned: %+v", u)
+	}
+}
+
 func TestValve(t *testing.T) {
 	type step struct {
 		do   func(v *Valve) Update

@@ -1350,7 +1350,8 @@ func (jm *JobMaster) onSplit(r control.SplitRequest) splitReply {
 	if x == nil {
 		return splitReply{err: rpcerr.Errorf(rpcerr.ErrNotFound, "job %s has no execution %q in attempt %d", jm.cfg.JobID, r.ExecutionID, jm.attempt)}
 	}
-	if v, ok := x.task.textSource(); !ok || v.ID != r.VertexID {
+	v, ok := x.task.textSource()
+	if !ok || v.ID != r.VertexID {
 		return splitReply{err: rpcerr.Errorf(rpcerr.ErrInvalidArgument, "vertex %d is not the text source of execution %s", r.VertexID, r.ExecutionID)}
 	}
 	if jm.state != Running {
@@ -1362,13 +1363,25 @@ func (jm *JobMaster) onSplit(r control.SplitRequest) splitReply {
 	all := jm.base[r.VertexID]
 	i := jm.splits[r.VertexID]
 	if i >= len(all) {
-		// A following source waits for its relists: no split yet.
+		// A following source waits for its relists, a subtask of an
+		// unbounded generator with more subtasks than timelines for ever
+		// (as Flink's unbounded readers without a split): no split yet,
+		// so the subtask stays, idle, and checkpoints go on.
 		_, following := jm.follow[r.VertexID]
-		return splitReply{done: !following}
+		return splitReply{done: !following && !unboundedGenerator(v)}
 	}
 	jm.splits[r.VertexID] = i + 1
 	jm.log.Debug("split assigned", "vertex", r.VertexID, "subtask", r.Subtask, "key", all[i].Key, "offset", all[i].Offset)
 	return splitReply{split: all[i]}
+}
+
+// unboundedGenerator reports whether v is a nexmark source without an end.
+func unboundedGenerator(v jobgraph.Vertex) bool {
+	if v.Connector != jobgraph.ConnectorNexmark {
+		return false
+	}
+	set, err := v.Nexmark()
+	return err == nil && set.Events == 0
 }
 
 // releaseSlots frees slots on their TaskManagers, then returns them to the

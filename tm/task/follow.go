@@ -6,7 +6,8 @@ import (
 )
 
 // awaitSplit waits one monitor interval when the JobMaster has no split
-// yet for a text source that follows its paths: the lines it holds go to
+// yet for a text source that follows its paths (or for a subtask of an
+// unbounded generator beyond its timelines, which is idle meanwhile): the lines it holds go to
 // the guest first, and commands (barriers, stop-with-savepoint and its
 // drain) are served while it waits, as a paced source does in waitDue;
 // cancel ends the wait through ctx.
@@ -16,14 +17,18 @@ func (t *task) awaitSplit(ctx context.Context, src *source, flush func() error) 
 	}
 	every := t.followEvery
 	if every <= 0 {
-		// The JobMaster only answers "no split yet" to a following
-		// source; a task that is not one asks again soon.
+		// Not a following source: a subtask of an unbounded generator
+		// with more subtasks than timelines, which asks again now and
+		// then.
 		every = time.Second
 	}
 	timer := time.NewTimer(every)
 	defer timer.Stop()
 	var tick <-chan time.Time
 	if t.et.splits != nil {
+		if !t.inSplit && len(t.finishedSplits) == 0 {
+			t.et.splits.Unassigned()
+		}
 		// Idleness and watermarks go on while no split is read.
 		tk := time.NewTicker(t.et.strategy.Interval)
 		defer tk.Stop()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/abi"
+	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/sdk/nexmark"
 )
 
@@ -52,6 +53,13 @@ func (t *task) runNexmark(ctx context.Context) error {
 		}
 		if done {
 			return flush()
+		}
+		if sp == (checkpoint.Split{}) {
+			// An unbounded stream with more subtasks than timelines.
+			if err := t.awaitSplit(ctx, src, flush); err != nil {
+				return err
+			}
+			continue
 		}
 		start, timelines, err := nexmark.ParseSplitKey(sp.Key)
 		if err != nil {

@@ -426,3 +426,21 @@ func TestStreamedRecordsExactlyOnce(t *testing.T) {
 		t.Fatalf("job ended %s after cancel", d.State)
 	}
 }
+
+// A job stopped with a savepoint ends FINISHED with its accumulators:
+// what its tasks counted up to the savepoint (they are canceled after it).
+func TestStopWithSavepointKeepsAccumulators(t *testing.T) {
+	wasm := localtest.Guest(t, "examples/exactlyonce")
+	c := localtest.Start(t, local.Config{Slots: 4})
+	cl := c.Client()
+	ctx := context.Background()
+	id := run(t, cl, wasm, 2, map[string]string{jobconfig.KeyCheckpointInterval: "100ms"}, "", "--keys", "4", "--per-key", "100", "--unbounded", "--records")
+	localtest.WaitAllRunning(t, c, id, time.Minute)
+	if _, err := cl.TriggerSavepoint(ctx, id, true, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	r := localtest.WaitFinished(t, c, id)
+	if v, ok := r.Accumulators["violations"]; !ok || v != 0 {
+		t.Fatalf("accumulators after the stop: %v, want violations 0", r.Accumulators)
+	}
+}

@@ -127,7 +127,7 @@ type TaskUpdate struct {
 	// FailureKind (FAILED) says whether Failure is the task's own cause or
 	// a consequence of a failure elsewhere.
 	FailureKind FailureKind
-	// Accumulators (FINISHED) are the task's accumulator values.
+	// Accumulators (FINISHED, CANCELED) are the task's accumulator values.
 	Accumulators map[string]int64
 	// Collected (FINISHED) are the collect-sink records no acknowledged
 	// checkpoint carried, and CollectedFrom the task's index of the first

@@ -975,6 +975,14 @@ func (jm *JobMaster) onUpdate(u control.TaskUpdate) error {
 	case ExecCanceled:
 		wanted := x.cancelSent || jm.state != Running
 		jm.execEnded(x, ExecCanceled, "")
+		if jm.cp.Stopping() {
+			// Ended by a stop-with-savepoint: the job FINISHES, with what
+			// its tasks counted up to the savepoint (Flink's accumulators
+			// after a stop).
+			for k, v := range u.Accumulators {
+				jm.accumulators[k] += v
+			}
+		}
 		if !wanted {
 			jm.fail(x, fmt.Sprintf("task %q subtask %d/%d was canceled on task manager %s", x.task.name, x.subtask+1, x.task.parallelism, x.slot.ResourceID))
 		}

@@ -598,7 +598,7 @@ func (e *Executor) run(ctx context.Context, t *runningTask) {
 	case ctx.Err() != nil:
 		// Asked to stop: whatever the guest call returned on the way out
 		// (wazero closes the module when the context ends) is not a failure.
-		final = control.TaskUpdate{State: control.TaskCanceled}
+		final = control.TaskUpdate{State: control.TaskCanceled, Accumulators: res.Accumulators}
 		log.Info("task canceled")
 	default:
 		final = control.TaskUpdate{State: control.TaskFailed, Failure: Describe(err), FailureKind: task.Classify(err)}

@@ -100,7 +100,8 @@ type Deps struct {
 
 // Result is what a FINISHED task hands back.
 type Result struct {
-	// Accumulators are the guest's counters.
+	// Accumulators are the guest's counters, also when the task was
+	// canceled.
 	Accumulators map[string]int64
 	// Collected are the values of the records that reached a collect sink
 	// and that no checkpoint acknowledgement carried, copied, in the order
@@ -251,7 +252,9 @@ func Run(ctx context.Context, spec Spec, deps Deps) (res Result, err error) {
 		deps.OnRunning()
 	}
 	if err := t.run(ctx); err != nil {
-		return Result{}, failed(ctx, err)
+		// A task canceled while it ran (as a stop-with-savepoint ends the
+		// tasks once the savepoint completed) reports what it counted.
+		return Result{Accumulators: t.accumulators()}, failed(ctx, err)
 	}
 	if err := t.finish(ctx); err != nil {
 		return Result{}, failed(ctx, err)

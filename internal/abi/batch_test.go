@@ -13,6 +13,7 @@ func TestBatchRoundTrip(t *testing.T) {
 		{Key: []byte{}, HasKey: true, Value: nil},
 		{Time: -5, HasTime: true, Value: []byte{0, 1, 2}},
 		{Key: []byte("both"), HasKey: true, Time: 1 << 40, HasTime: true, Value: bytes.Repeat([]byte("x"), 1000)},
+		{Value: []byte("with headers"), Time: 3, HasTime: true, Headers: []Header{{Key: []byte("trace"), Value: []byte("t-1")}, {Key: []byte("trace"), Value: []byte{}}, {Key: []byte{}, Value: []byte("v")}}},
 	}
 	b := AppendBatch(nil, recs)
 	size := 4
@@ -31,8 +32,14 @@ func TestBatchRoundTrip(t *testing.T) {
 	}
 	for i := range recs {
 		w, g := recs[i], got[i]
-		if w.HasKey != g.HasKey || w.HasTime != g.HasTime || !bytes.Equal(w.Key, g.Key) || w.Time != g.Time || !bytes.Equal(w.Value, g.Value) {
+		if w.HasKey != g.HasKey || w.HasTime != g.HasTime || !bytes.Equal(w.Key, g.Key) || w.Time != g.Time || !bytes.Equal(w.Value, g.Value) || len(w.Headers) != len(g.Headers) {
 			t.Errorf("record %d: got %+v, want %+v", i, g, w)
+			continue
+		}
+		for j, h := range w.Headers {
+			if !bytes.Equal(h.Key, g.Headers[j].Key) || !bytes.Equal(h.Value, g.Headers[j].Value) {
+				t.Errorf("record %d header %d: got %q=%q, want %q=%q", i, j, g.Headers[j].Key, g.Headers[j].Value, h.Key, h.Value)
+			}
 		}
 	}
 	if again := AppendBatch(nil, got); !bytes.Equal(again, b) {
@@ -42,13 +49,17 @@ func TestBatchRoundTrip(t *testing.T) {
 
 func TestDecodeBatchRejects(t *testing.T) {
 	for name, b := range map[string][]byte{
-		"empty":          {},
-		"short count":    {1, 0},
-		"count too big":  {0xff, 0xff, 0xff, 0x7f, 0},
-		"unknown flag":   {1, 0, 0, 0, 4, 0, 0, 0, 0},
-		"value overruns": {1, 0, 0, 0, 0, 9, 0, 0, 0, 'a'},
-		"trailing":       {0, 0, 0, 0, 1},
-		"truncated time": {1, 0, 0, 0, 2, 1, 2, 3},
+		"empty":                {},
+		"short count":          {1, 0},
+		"count too big":        {0xff, 0xff, 0xff, 0x7f, 0},
+		"unknown flag":         {1, 0, 0, 0, 8, 0, 0, 0, 0},
+		"no header":            {1, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0},
+		"header overruns":      {1, 0, 0, 0, 4, 1, 0, 0, 0, 5, 0, 0, 0, 'k', 0, 0, 0, 0, 0, 0, 0, 0},
+		"header count too big": {1, 0, 0, 0, 4, 0xff, 0xff, 0xff, 0x0f, 0, 0, 0, 0},
+		"header without value": {1, 0, 0, 0, 4, 1, 0, 0, 0, 1, 0, 0, 0, 'k'},
+		"value overruns":       {1, 0, 0, 0, 0, 9, 0, 0, 0, 'a'},
+		"trailing":             {0, 0, 0, 0, 1},
+		"truncated time":       {1, 0, 0, 0, 2, 1, 2, 3},
 	} {
 		if _, err := DecodeBatch(nil, b); !errors.Is(err, ErrMalformedBatch) {
 			t.Errorf("%s: err = %v, want ErrMalformedBatch", name, err)
@@ -62,6 +73,7 @@ func TestDecodeBatchRejects(t *testing.T) {
 func FuzzDecodeBatch(f *testing.F) {
 	f.Add(AppendBatch(nil, []Record{{Value: []byte("a")}, {Key: []byte("k"), HasKey: true, HasTime: true, Time: 7}}))
 	f.Add([]byte{0, 0, 0, 0})
+	f.Add(AppendBatch(nil, []Record{{Value: []byte("h"), Headers: []Header{{Key: []byte("a"), Value: []byte("b")}}}}))
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		recs, err := DecodeBatch(nil, b)

@@ -20,6 +20,9 @@ import (
 // its buffers on the next call.
 type Record = abi.Record
 
+// Header is one of a record's headers (Record.Headers): a Kafka record's, say.
+type Header = abi.Header
+
 // MapFunc turns one record into one record.
 type MapFunc func(r Record) Record
 

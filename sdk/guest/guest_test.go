@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -42,6 +43,10 @@ func (h *fakeHost) emit(b []byte) {
 	for _, r := range recs {
 		r.Key = append([]byte(nil), r.Key...)
 		r.Value = append([]byte(nil), r.Value...)
+		r.Headers = slices.Clone(r.Headers)
+		for i, hd := range r.Headers {
+			r.Headers[i] = abi.Header{Key: slices.Clone(hd.Key), Value: slices.Clone(hd.Value)}
+		}
 		h.emitted = append(h.emitted, r)
 	}
 }

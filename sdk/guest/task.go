@@ -1,8 +1,10 @@
 package guest
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime/debug"
 
@@ -186,6 +188,9 @@ func (e *emitter) push(r Record) {
 	if r.HasTime {
 		need += 8
 	}
+	if len(r.Headers) > 0 {
+		need += abi.HeadersSize(r.Headers)
+	}
 	b := e.grow(need)
 	var flags byte
 	i := 1
@@ -198,6 +203,10 @@ func (e *emitter) push(r Record) {
 		flags |= 2
 		binary.LittleEndian.PutUint64(b[i:], uint64(r.Time))
 		i += 8
+	}
+	if len(r.Headers) > 0 {
+		flags |= 4
+		i += len(abi.AppendHeaders(b[i:i], r.Headers))
 	}
 	b[0] = flags
 	binary.LittleEndian.PutUint32(b[i:], uint32(len(r.Value)))
@@ -783,7 +792,7 @@ func eachRecord(b []byte, s stage) error {
 		}
 		flags := b[p]
 		p++
-		if flags&^3 != 0 {
+		if flags&^7 != 0 {
 			return fmt.Errorf("%w: record %d: unknown flags %#x", abi.ErrMalformedBatch, i, flags)
 		}
 		if flags&1 != 0 {
@@ -801,6 +810,14 @@ func eachRecord(b []byte, s stage) error {
 			}
 			r.Time, r.HasTime = int64(binary.LittleEndian.Uint64(b[p:])), true
 			p += 8
+		}
+		if flags&4 != 0 {
+			hs, rest, err := abi.DecodeHeaders(nil, b[p:])
+			if err != nil || len(rest) < 4 {
+				return fmt.Errorf("%w: record %d: %v", abi.ErrMalformedBatch, i, cmp.Or(err, errors.New("value: truncated length")))
+			}
+			r.Headers = hs
+			p = end - uint64(len(rest))
 		}
 		v := uint64(binary.LittleEndian.Uint32(b[p:]))
 		p += 4

@@ -34,7 +34,7 @@ func decodeBatch(dst []abi.Record, b []byte) ([]abi.Record, error) {
 		}
 		flags := b[0]
 		b = b[1:]
-		if flags&^3 != 0 {
+		if flags&^7 != 0 {
 			return dst[:0], malformed(i, fmt.Sprintf("unknown flags %#x", flags))
 		}
 		if flags&1 != 0 {
@@ -55,6 +55,12 @@ func decodeBatch(dst []abi.Record, b []byte) ([]abi.Record, error) {
 			}
 			r.Time, r.HasTime = int64(binary.LittleEndian.Uint64(b)), true
 			b = b[8:]
+		}
+		if flags&4 != 0 {
+			var err error
+			if r.Headers, b, err = abi.DecodeHeaders(nil, b); err != nil {
+				return dst[:0], malformed(i, err.Error())
+			}
 		}
 		if len(b) < 4 {
 			return dst[:0], malformed(i, "value: truncated length")

@@ -85,6 +85,7 @@ func FuzzDecodeBatchEquivalence(f *testing.F) {
 	f.Add(abi.AppendBatch(nil, []abi.Record{{Value: []byte("a")}, {Key: []byte("k"), HasKey: true, HasTime: true, Time: 7}}))
 	f.Add([]byte{0, 0, 0, 0})
 	f.Add([]byte{1, 0, 0, 0, 4, 0, 0, 0, 0})
+	f.Add(abi.AppendBatch(nil, []abi.Record{{Value: []byte("h"), Headers: []abi.Header{{Key: []byte("a"), Value: []byte("b")}}}}))
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		want, werr := abi.DecodeBatch(nil, b)
@@ -103,7 +104,8 @@ func FuzzDecodeBatchEquivalence(f *testing.F) {
 		}
 		for i := range want {
 			w, g := want[i], got[i]
-			if w.HasKey != g.HasKey || w.HasTime != g.HasTime || w.Time != g.Time || !bytes.Equal(w.Key, g.Key) || !bytes.Equal(w.Value, g.Value) || (w.Key == nil) != (g.Key == nil) {
+			if w.HasKey != g.HasKey || w.HasTime != g.HasTime || w.Time != g.Time || !bytes.Equal(w.Key, g.Key) || !bytes.Equal(w.Value, g.Value) || (w.Key == nil) != (g.Key == nil) ||
+				!bytes.Equal(abi.AppendHeaders(nil, w.Headers), abi.AppendHeaders(nil, g.Headers)) {
 				t.Fatalf("record %d: %+v, abi decoded %+v", i, g, w)
 			}
 		}

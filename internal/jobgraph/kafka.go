@@ -2,6 +2,7 @@ package jobgraph
 
 import (
 	"fmt"
+	"hash/fnv"
 	"net"
 	"regexp"
 	"strconv"
@@ -10,9 +11,10 @@ import (
 )
 
 // Host connectors for Kafka. Their settings are parsed and checked at
-// submission (kafkaconn.Check), but the TaskManager does not run them yet,
-// so ConnectorKind does not know them and Validate refuses a graph that
-// uses them as having an unknown connector.
+// submission (kafkaconn.Check). The TaskManager runs the source (tm/task's
+// kafka.go), so ConnectorKind knows it; it does not run the sink yet, so
+// Validate refuses a graph with a kafka-sink as having an unknown
+// connector.
 const (
 	// ConnectorKafkaSource reads the partitions of Kafka topics; the
 	// offsets are the source's position in the checkpoint.
@@ -236,6 +238,8 @@ func (v *Vertex) Kafka() (KafkaSettings, error) {
 			}
 			s.TxnPrefix = val
 		case k == ConfigPoisonRecords:
+		case (k == ConfigWatermark || k == ConfigWatermarkMaxOutOfOrderness || k == ConfigWatermarkIdleTimeout || k == ConfigWatermarkInterval) && !sink:
+			// The source's watermark strategy: Vertex.Watermarks reads it.
 		default:
 			return KafkaSettings{}, fmt.Errorf("%s: unknown config key %q", what, k)
 		}
@@ -263,6 +267,42 @@ func (v *Vertex) Kafka() (KafkaSettings, error) {
 		return KafkaSettings{}, fmt.Errorf("%s: start %q needs %q, the consumer group whose offsets to start from", what, KafkaStartGroup, ConfigKafkaGroup)
 	}
 	return s, nil
+}
+
+// KafkaSplitKey names partition p of topic as a split of a kafka source
+// (checkpoint.Split.Key; its Offset and Length stay 0): "topic/p". A
+// topic name holds no '/', so the key is unambiguous.
+func KafkaSplitKey(topic string, p int32) string {
+	return topic + "/" + strconv.FormatInt(int64(p), 10)
+}
+
+// ParseKafkaSplitKey is the inverse of KafkaSplitKey; ok is false for a
+// key it did not make.
+func ParseKafkaSplitKey(key string) (topic string, p int32, ok bool) {
+	i := strings.LastIndexByte(key, '/')
+	if i <= 0 {
+		return "", 0, false
+	}
+	n, err := strconv.ParseInt(key[i+1:], 10, 32)
+	if err != nil || n < 0 {
+		return "", 0, false
+	}
+	return key[:i], int32(n), true
+}
+
+// KafkaPartitionOwner is the subtask of a kafka source at parallelism that
+// reads partition p of topic, as Flink's KafkaSourceEnumerator assigns
+// them: the topic's hash picks the subtask of its partition 0 and the
+// partitions follow round robin, so a topic's partitions spread over the
+// subtasks and several topics do not all start at subtask 0.
+func KafkaPartitionOwner(topic string, p int32, parallelism int) int {
+	if parallelism <= 1 {
+		return 0
+	}
+	h := fnv.New32a()
+	h.Write([]byte(topic))
+	start := int(h.Sum32() & 0x7fffffff)
+	return (start%parallelism + int(p)%parallelism) % parallelism
 }
 
 // BadKafkaTopic says what is wrong with a topic name by Kafka's rules, ""

@@ -98,3 +98,48 @@ func TestKafkaSecretKeys(t *testing.T) {
 		}
 	}
 }
+
+// A split key names its topic and partition and nothing else parses as
+// one.
+func TestKafkaSplitKey(t *testing.T) {
+	for _, tc := range []struct {
+		topic string
+		p     int32
+	}{{"bids", 0}, {"a.b_c-d", 41}, {"x", 2147483647}} {
+		topic, p, ok := ParseKafkaSplitKey(KafkaSplitKey(tc.topic, tc.p))
+		if !ok || topic != tc.topic || p != tc.p {
+			t.Errorf("%s/%d: parsed %q %d %v", tc.topic, tc.p, topic, p, ok)
+		}
+	}
+	for _, bad := range []string{"", "bids", "/3", "bids/", "bids/-1", "bids/x", "bids/99999999999"} {
+		if _, _, ok := ParseKafkaSplitKey(bad); ok {
+			t.Errorf("%q parsed as a split key", bad)
+		}
+	}
+}
+
+// Each topic's partitions go round robin from a subtask its name picks,
+// so every subtask gets its share, whatever the topics.
+func TestKafkaPartitionOwner(t *testing.T) {
+	for _, par := range []int{1, 2, 3, 7} {
+		for _, topic := range []string{"bids", "asks", "orders-eu"} {
+			count := make([]int, par)
+			first := KafkaPartitionOwner(topic, 0, par)
+			for p := int32(0); p < int32(4*par); p++ {
+				o := KafkaPartitionOwner(topic, p, par)
+				if o < 0 || o >= par {
+					t.Fatalf("%s/%d at parallelism %d: owner %d", topic, p, par, o)
+				}
+				if want := (first + int(p)) % par; o != want {
+					t.Fatalf("%s/%d at parallelism %d: owner %d, want %d (round robin from %d)", topic, p, par, o, want, first)
+				}
+				count[o]++
+			}
+			for i, n := range count {
+				if n != 4 {
+					t.Fatalf("%s at parallelism %d: subtask %d owns %d of %d partitions, want 4", topic, par, i, n, 4*par)
+				}
+			}
+		}
+	}
+}

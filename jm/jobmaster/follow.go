@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/checkpoint"
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/jm/jobmaster/checkpointing"
 )
@@ -19,6 +20,13 @@ import (
 // checkpoint's remaining splits and its discovered keys always agree.
 // The keys start each attempt as the restore point's (setKnown): an
 // object found after that checkpoint is found again by the next relist.
+//
+// A kafka source's discovery is the same machinery: its splits are its
+// partitions (jobgraph.KafkaSplitKey), a partition or topic created while
+// the job runs is a key not seen before, and kafkaSplit hands each to the
+// subtask that owns it. A subtask that took one keeps its offset in its
+// own state, so the checkpoint's remaining splits are those no subtask
+// has taken yet.
 
 // evDiscovered is what one relist of a following source found.
 type evDiscovered struct {
@@ -28,11 +36,22 @@ type evDiscovered struct {
 }
 
 // followers returns the monitor interval of every text source of g that
-// follows its paths.
+// follows its paths, and the discovery interval of every kafka source
+// that looks for new partitions.
 func followers(g *jobgraph.Graph) (map[int]time.Duration, error) {
 	out := map[int]time.Duration{}
 	for i := range g.Vertices {
 		v := &g.Vertices[i]
+		if v.Kind == jobgraph.KindSource && v.Connector == jobgraph.ConnectorKafkaSource {
+			s, err := v.Kafka()
+			if err != nil {
+				return nil, err
+			}
+			if s.Discovery > 0 {
+				out[v.ID] = s.Discovery
+			}
+			continue
+		}
 		if v.Kind != jobgraph.KindSource || v.Connector != jobgraph.ConnectorText {
 			continue
 		}
@@ -138,4 +157,33 @@ func (jm *JobMaster) knownKeys() map[int][]string {
 		out[v] = slices.Sorted(maps.Keys(known))
 	}
 	return out
+}
+
+// kafkaSplit hands the subtask of a kafka source at parallelism the next
+// partition it owns (jobgraph.KafkaPartitionOwner) that is not handed out
+// yet. With none: no split yet when the source discovers partitions (it
+// asks again at its discovery interval), done otherwise.
+func (jm *JobMaster) kafkaSplit(r control.SplitRequest, parallelism int, all []checkpoint.Split) splitReply {
+	if jm.handed == nil {
+		jm.handed = map[int]map[int]bool{}
+	}
+	handed := jm.handed[r.VertexID]
+	if handed == nil {
+		handed = map[int]bool{}
+		jm.handed[r.VertexID] = handed
+	}
+	for i, s := range all {
+		if handed[i] {
+			continue
+		}
+		topic, p, ok := jobgraph.ParseKafkaSplitKey(s.Key)
+		if !ok || jobgraph.KafkaPartitionOwner(topic, p, parallelism) != r.Subtask {
+			continue
+		}
+		handed[i] = true
+		jm.log.Debug("partition assigned", "vertex", r.VertexID, "subtask", r.Subtask, "topic", topic, "partition", p)
+		return splitReply{split: s}
+	}
+	_, following := jm.follow[r.VertexID]
+	return splitReply{done: !following}
 }

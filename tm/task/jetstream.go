@@ -498,7 +498,7 @@ func (s *jetStreamSink) close() {
 }
 
 // openHostState gives a chain without guest operators a state for its
-// JetStream connectors, restored from the checkpoint when there is one.
+// JetStream and Kafka connectors, restored from the checkpoint when there is one.
 func (t *task) openHostState(ctx context.Context) error {
 	if t.spec.Restore == nil {
 		maxP := t.spec.MaxParallelism
@@ -514,5 +514,8 @@ func (t *task) openHostState(ctx context.Context) error {
 		return err
 	}
 	t.hostState = st
-	return t.restoreJetStream(st)
+	if err := t.restoreJetStream(st); err != nil {
+		return err
+	}
+	return t.restoreKafka(st)
 }

@@ -66,6 +66,11 @@ func (t *task) initEventTime() error {
 	if !w.Enabled() {
 		return nil
 	}
+	if t.kafka != nil && t.kafka.set.IdleTimeout > 0 {
+		// The kafka source's own key: how long a partition may hold the
+		// watermark back.
+		w.IdleTimeout = t.kafka.set.IdleTimeout
+	}
 	t.et.strategy = w
 	now := time.Now()
 	t.et.splits = watermark.NewSplits(w, now)

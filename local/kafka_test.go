@@ -1,0 +1,232 @@
+package local_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluicehq/sluice/internal/jobconfig"
+	"github.com/sluicehq/sluice/internal/testutil"
+	"github.com/sluicehq/sluice/jm"
+	"github.com/sluicehq/sluice/local"
+	"github.com/sluicehq/sluice/local/localtest"
+	"github.com/sluicehq/sluice/sdk/client"
+)
+
+// kafkaReadGuest plans a kafka source into a collect sink (no guest
+// operators), until the Go SDK has the call.
+const kafkaReadGuest = "local/testdata/kafkaread"
+
+// kafkaProduce writes "v<i>" (key "k<i>") for i in [from, to) to topic,
+// to partition part when it is not negative.
+func kafkaProduce(t *testing.T, brokers, topic string, from, to int, part int32) {
+	t.Helper()
+	opts := []kgo.Opt{kgo.SeedBrokers(brokers)}
+	if part >= 0 {
+		opts = append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var recs []*kgo.Record
+	for i := from; i < to; i++ {
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: max(part, 0), Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "v%d", i)})
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// kafkaSubmit submits the kafkaread guest with the source's config at
+// parallelism p, checkpointing every 200 ms and restarting after 300 ms.
+func kafkaSubmit(t *testing.T, c *localtest.InProcess, config map[string]string, p int) string {
+	t.Helper()
+	cfg, err := json.Marshal(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := c.Client()
+	ctx := context.Background()
+	digest, err := cl.UploadModule(ctx, localtest.CGuest(t, kafkaReadGuest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Args: []string{string(cfg), strconv.Itoa(p)}, Parallelism: p,
+		Config: map[string]string{jobconfig.KeyCheckpointInterval: "200ms",
+			jobconfig.KeyRestartStrategy: "fixed-delay", jobconfig.KeyFixedDelayAttempts: "100", jobconfig.KeyFixedDelayDelay: "300ms"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.CancelJob(context.Background(), id) })
+	return id
+}
+
+// released follows the records a job released (covered by a completed
+// checkpoint).
+type released struct {
+	mu   sync.Mutex
+	from int64
+	got  map[string]int
+}
+
+func (r *released) poll(t *testing.T, c *localtest.InProcess, id string) {
+	t.Helper()
+	res, err := c.Client().PollRecords(context.Background(), id, r.from, 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.got == nil {
+		r.got = map[string]int{}
+	}
+	for _, v := range res.Records {
+		r.got[string(v)]++
+	}
+	r.from = res.RecordsOffset + int64(len(res.Records))
+}
+
+// wait polls until n distinct records were released, and fails on a
+// duplicate.
+func (r *released) wait(t *testing.T, c *localtest.InProcess, id string, n int) {
+	t.Helper()
+	testutil.CheckFor(t, 3*time.Minute, 20*time.Millisecond, func() error {
+		r.poll(t, c, id)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for v, k := range r.got {
+			if k > 1 {
+				t.Fatalf("%s released %d times", v, k)
+			}
+		}
+		if len(r.got) < n {
+			return fmt.Errorf("%d of %d records released", len(r.got), n)
+		}
+		return nil
+	})
+}
+
+// check says whether exactly v0..v(n-1) were released, each once.
+func (r *released) check(t *testing.T, n int) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range n {
+		if k := r.got[fmt.Sprintf("v%d", i)]; k != 1 {
+			t.Fatalf("v%d released %d times, want once", i, k)
+		}
+	}
+	if len(r.got) != n {
+		t.Fatalf("%d records released, want %d", len(r.got), n)
+	}
+}
+
+// A kafka source at parallelism 2 on a topic of 3 partitions: every
+// record once; a partition created while the job runs is found and read;
+// the broker closed for a few seconds and reopened on its data dir loses
+// and repeats nothing.
+func TestKafkaSourceLocal(t *testing.T) {
+	k := testutil.StartKafka(t, 3, "bids")
+	const n = 3000
+	kafkaProduce(t, k.Brokers, "bids", 0, n, -1)
+	c := localtest.Start(t, local.Config{Slots: 4})
+	id := kafkaSubmit(t, c, map[string]string{"brokers": k.Brokers, "topics": "bids", "discovery-interval-ms": "200"}, 2)
+	var r released
+	r.wait(t, c, id, n)
+
+	adm := kadm.NewClient(mustKgo(t, k.Brokers))
+	if _, err := adm.CreatePartitions(context.Background(), 1, "bids"); err != nil {
+		t.Fatal(err)
+	}
+	kafkaProduce(t, k.Brokers, "bids", n, n+500, 3)
+	r.wait(t, c, id, n+500)
+
+	k.Stop()
+	time.Sleep(3 * time.Second) // the outage itself, not a wait for a state
+	k.Start()
+	kafkaProduce(t, k.Brokers, "bids", n+500, 2*n, -1)
+	r.wait(t, c, id, 2*n)
+	r.check(t, 2*n)
+}
+
+// The broker closed for longer than the source's give-up time
+// (task.DefaultKafkaGiveUp) and reopened on its data dir: the job fails,
+// restarts by its strategy until the broker is back, and releases every
+// record once.
+func TestKafkaSourceBrokerDownRestartsTheJob(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the outage lasts over 30 s")
+	}
+	k := testutil.StartKafka(t, 3, "bids")
+	const n = 2000
+	kafkaProduce(t, k.Brokers, "bids", 0, n/2, -1)
+	c := localtest.Start(t, local.Config{Slots: 4})
+	id := kafkaSubmit(t, c, map[string]string{"brokers": k.Brokers, "topics": "bids", "discovery-interval-ms": "0"}, 2)
+	var r released
+	r.wait(t, c, id, n/2)
+	k.Stop()
+	localtest.WaitJob(t, c, id, 2*time.Minute, func(d client.JobDetails) error {
+		if d.Restarts == 0 {
+			return fmt.Errorf("job %s has not restarted yet (%s)", id, d.State)
+		}
+		return nil
+	})
+	k.Start()
+	kafkaProduce(t, k.Brokers, "bids", n/2, n, -1)
+	r.wait(t, c, id, n)
+	r.check(t, n)
+	d, err := c.Client().GetJob(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(d.Failure+fmt.Sprint(d.History), "no broker at "+k.Brokers+" answered") {
+		t.Errorf("the job's failures %q %v do not say the broker did not answer", d.Failure, d.History)
+	}
+}
+
+// A TaskManager killed three times while the job runs: every record is
+// released once.
+func TestKafkaSourceAcrossTaskManagerKills(t *testing.T) {
+	k := testutil.StartKafka(t, 3, "bids")
+	const n = 8000
+	kafkaProduce(t, k.Brokers, "bids", 0, n/4, -1)
+	c := localtest.Start(t, local.Config{Slots: 4, TaskManagers: 2, JobManager: func(j *jm.Config) {
+		j.HeartbeatInterval = 100 * time.Millisecond
+		j.HeartbeatTimeout = 3 * time.Second
+	}})
+	id := kafkaSubmit(t, c, map[string]string{"brokers": k.Brokers, "topics": "bids", "discovery-interval-ms": "0"}, 2)
+	var r released
+	for kill := range 3 {
+		r.wait(t, c, id, n/4*(kill+1))
+		kafkaProduce(t, k.Brokers, "bids", n/4*(kill+1), n/4*(kill+2), -1)
+		d := localtest.WaitAllRunning(t, c, id, 2*time.Minute)
+		victim := d.Vertices[0].Subtasks[kill%2].TaskManager
+		c.KillTaskManager(localtest.TaskManagerIndex(t, c, victim))
+		c.StartTaskManager(4)
+	}
+	r.wait(t, c, id, n)
+	r.check(t, n)
+	if det, err := c.Client().GetJob(context.Background(), id); err != nil || det.Restarts < 3 {
+		t.Fatalf("restarts %d (%v): want at least 3", det.Restarts, err)
+	}
+}
+
+func mustKgo(t *testing.T, brokers string) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}

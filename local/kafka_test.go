@@ -25,28 +25,6 @@ import (
 // operators), until the Go SDK has the call.
 const kafkaReadGuest = "local/testdata/kafkaread"
 
-// kafkaProduce writes "v<i>" (key "k<i>") for i in [from, to) to topic,
-// to partition part when it is not negative.
-func kafkaProduce(t *testing.T, brokers, topic string, from, to int, part int32) {
-	t.Helper()
-	opts := []kgo.Opt{kgo.SeedBrokers(brokers)}
-	if part >= 0 {
-		opts = append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	var recs []*kgo.Record
-	for i := from; i < to; i++ {
-		recs = append(recs, &kgo.Record{Topic: topic, Partition: max(part, 0), Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "v%d", i)})
-	}
-	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // kafkaSubmit submits the kafkaread guest with the source's config at
 // parallelism p, checkpointing every 200 ms and restarting after 300 ms.
 func kafkaSubmit(t *testing.T, c *localtest.InProcess, config map[string]string, p int) string {
@@ -138,7 +116,7 @@ func (r *released) check(t *testing.T, n int) {
 func TestKafkaSourceLocal(t *testing.T) {
 	k := testutil.StartKafka(t, 3, "bids")
 	const n = 3000
-	kafkaProduce(t, k.Brokers, "bids", 0, n, -1)
+	k.Produce(t, "bids", -1, 0, n)
 	c := localtest.Start(t, local.Config{Slots: 4})
 	id := kafkaSubmit(t, c, map[string]string{"brokers": k.Brokers, "topics": "bids", "discovery-interval-ms": "200"}, 2)
 	var r released
@@ -148,13 +126,13 @@ func TestKafkaSourceLocal(t *testing.T) {
 	if _, err := adm.CreatePartitions(context.Background(), 1, "bids"); err != nil {
 		t.Fatal(err)
 	}
-	kafkaProduce(t, k.Brokers, "bids", n, n+500, 3)
+	k.Produce(t, "bids", 3, n, n+500)
 	r.wait(t, c, id, n+500)
 
 	k.Stop()
 	time.Sleep(3 * time.Second) // the outage itself, not a wait for a state
 	k.Start()
-	kafkaProduce(t, k.Brokers, "bids", n+500, 2*n, -1)
+	k.Produce(t, "bids", -1, n+500, 2*n)
 	r.wait(t, c, id, 2*n)
 	r.check(t, 2*n)
 }
@@ -169,7 +147,7 @@ func TestKafkaSourceBrokerDownRestartsTheJob(t *testing.T) {
 	}
 	k := testutil.StartKafka(t, 3, "bids")
 	const n = 2000
-	kafkaProduce(t, k.Brokers, "bids", 0, n/2, -1)
+	k.Produce(t, "bids", -1, 0, n/2)
 	c := localtest.Start(t, local.Config{Slots: 4})
 	id := kafkaSubmit(t, c, map[string]string{"brokers": k.Brokers, "topics": "bids", "discovery-interval-ms": "0"}, 2)
 	var r released
@@ -182,7 +160,7 @@ func TestKafkaSourceBrokerDownRestartsTheJob(t *testing.T) {
 		return nil
 	})
 	k.Start()
-	kafkaProduce(t, k.Brokers, "bids", n/2, n, -1)
+	k.Produce(t, "bids", -1, n/2, n)
 	r.wait(t, c, id, n)
 	r.check(t, n)
 	d, err := c.Client().GetJob(context.Background(), id)
@@ -199,7 +177,7 @@ func TestKafkaSourceBrokerDownRestartsTheJob(t *testing.T) {
 func TestKafkaSourceAcrossTaskManagerKills(t *testing.T) {
 	k := testutil.StartKafka(t, 3, "bids")
 	const n = 8000
-	kafkaProduce(t, k.Brokers, "bids", 0, n/4, -1)
+	k.Produce(t, "bids", -1, 0, n/4)
 	c := localtest.Start(t, local.Config{Slots: 4, TaskManagers: 2, JobManager: func(j *jm.Config) {
 		j.HeartbeatInterval = 100 * time.Millisecond
 		j.HeartbeatTimeout = 3 * time.Second
@@ -208,7 +186,7 @@ func TestKafkaSourceAcrossTaskManagerKills(t *testing.T) {
 	var r released
 	for kill := range 3 {
 		r.wait(t, c, id, n/4*(kill+1))
-		kafkaProduce(t, k.Brokers, "bids", n/4*(kill+1), n/4*(kill+2), -1)
+		k.Produce(t, "bids", -1, n/4*(kill+1), n/4*(kill+2))
 		d := localtest.WaitAllRunning(t, c, id, 2*time.Minute)
 		victim := d.Vertices[0].Subtasks[kill%2].TaskManager
 		c.KillTaskManager(localtest.TaskManagerIndex(t, c, victim))

@@ -23,19 +23,11 @@ func kafkaGraph(p int, config map[string]string) *jobgraph.Graph {
 	return g
 }
 
-func partitionSplits(topic string, n int32) []checkpoint.Split {
-	var out []checkpoint.Split
-	for p := range n {
-		out = append(out, checkpoint.Split{Key: jobgraph.KafkaSplitKey(topic, p)})
-	}
-	return out
-}
-
 // Each partition goes to the subtask that owns it, once, whoever asks
 // first; a partition found by discovery while the job runs goes to its
 // owner too, and the others hear "no split yet", not done.
 func TestKafkaPartitionsGoToTheirOwners(t *testing.T) {
-	initial := append(partitionSplits("bids", 5), partitionSplits("asks", 3)...)
+	initial := append(testutil.KafkaSplits("bids", 5), testutil.KafkaSplits("asks", 3)...)
 	var mu sync.Mutex
 	listed := slices.Clone(initial)
 	h := start(t, kafkaGraph(2, map[string]string{"brokers": "127.0.0.1:9092", "topics": "bids,asks", "discovery-interval-ms": "20"}), func(c *Config, _ *fakeGateway, _ *fakePool) {
@@ -111,7 +103,7 @@ func TestKafkaPartitionsGoToTheirOwners(t *testing.T) {
 // Without discovery a subtask with no partition left is done.
 func TestKafkaWithoutDiscoveryIsDone(t *testing.T) {
 	h := start(t, kafkaGraph(1, map[string]string{"brokers": "127.0.0.1:9092", "topics": "bids", "discovery-interval-ms": "0"}), func(c *Config, _ *fakeGateway, _ *fakePool) {
-		c.Splits = map[int][]checkpoint.Split{1: partitionSplits("bids", 2)}
+		c.Splits = map[int][]checkpoint.Split{1: testutil.KafkaSplits("bids", 2)}
 	})
 	testutil.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error { return deployments(h, 2) })
 	deps, _, _ := h.gw.snapshot()

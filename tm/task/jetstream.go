@@ -83,23 +83,7 @@ func (t *task) runJetStream(ctx context.Context) error {
 		return fmt.Errorf("task %s: read jetstream stream %q: %w", t.spec.ExecutionID, set.Stream, err)
 	}
 	var recs []abi.Record
-	flush := func() error {
-		if len(recs) == 0 {
-			return t.sourceTick(ctx, false)
-		}
-		n := 0
-		for i := range recs {
-			n += len(recs[i].Value)
-		}
-		t.met.addIn(0, n)
-		err := t.process(ctx, recs, abi.AppendBatch(nil, recs))
-		clear(recs)
-		recs = recs[:0]
-		if err == nil {
-			err = t.sourceTick(ctx, false)
-		}
-		return err
-	}
+	flush := t.recordFlush(ctx, &recs)
 	src := &source{flush: flush}
 	it, err := cons.Messages()
 	if err != nil {
@@ -142,6 +126,29 @@ func (t *task) runJetStream(ctx context.Context) error {
 				return err
 			}
 		}
+	}
+}
+
+// recordFlush returns a host source's flush: the records it gathered in
+// *recs go to the chain (their bytes counted), *recs is emptied, and the
+// watermark tick runs.
+func (t *task) recordFlush(ctx context.Context, recs *[]abi.Record) func() error {
+	return func() error {
+		if len(*recs) == 0 {
+			return t.sourceTick(ctx, false)
+		}
+		n := 0
+		for i := range *recs {
+			n += len((*recs)[i].Value)
+		}
+		t.met.addIn(0, n)
+		err := t.process(ctx, *recs, abi.AppendBatch(nil, *recs))
+		clear(*recs)
+		*recs = (*recs)[:0]
+		if err == nil {
+			err = t.sourceTick(ctx, false)
+		}
+		return err
 	}
 }
 

@@ -133,23 +133,7 @@ func (t *task) runKafka(ctx context.Context) error {
 	k.lastOK = time.Now()
 
 	var recs []abi.Record
-	flush := func() error {
-		if len(recs) == 0 {
-			return t.sourceTick(ctx, false)
-		}
-		n := 0
-		for i := range recs {
-			n += len(recs[i].Value)
-		}
-		t.met.addIn(0, n)
-		err := t.process(ctx, recs, abi.AppendBatch(nil, recs))
-		clear(recs)
-		recs = recs[:0]
-		if err == nil {
-			err = t.sourceTick(ctx, false)
-		}
-		return err
-	}
+	flush := t.recordFlush(ctx, &recs)
 	src := &source{flush: flush, position: k.position}
 	// What the restore holds is read first; unresolved ones are resolved
 	// with those the JobMaster hands out now.

@@ -24,10 +24,7 @@ import (
 	"github.com/sluicehq/sluice/wasmhost"
 )
 
-// kafkaBase is the first produced record's time.
-const kafkaBase = 1_700_000_000_000
-
-// produced is one record the test wrote.
+// produced is one record the test wrote, or read.
 type produced struct {
 	key, value string
 	time       int64
@@ -35,31 +32,12 @@ type produced struct {
 	offset     int64
 }
 
-// produce writes records from to to-1 of topic ("k<i>", "v<i>", time
-// kafkaBase+i), spread over its partitions by key, or all to partition
-// part when it is not negative.
-func produce(t *testing.T, brokers, topic string, from, to int, part int32) []produced {
+// produce writes records from to to-1 of topic (testutil's Kafka.Produce)
+// and returns what the test expects to read.
+func produce(t *testing.T, k *testutil.Kafka, topic string, from, to int, part int32) []produced {
 	t.Helper()
-	opts := []kgo.Opt{kgo.SeedBrokers(brokers)}
-	if part >= 0 {
-		opts = append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	var recs []*kgo.Record
-	for i := from; i < to; i++ {
-		recs = append(recs, &kgo.Record{Topic: topic, Partition: max(part, 0), Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "v%d", i),
-			Timestamp: time.UnixMilli(kafkaBase + int64(i))})
-	}
-	res := cl.ProduceSync(context.Background(), recs...)
-	if err := res.FirstErr(); err != nil {
-		t.Fatal(err)
-	}
 	var out []produced
-	for _, r := range res {
+	for _, r := range k.Produce(t, topic, part, from, to) {
 		out = append(out, produced{string(r.Record.Key), string(r.Record.Value), r.Record.Timestamp.UnixMilli(), r.Record.Partition, r.Record.Offset})
 	}
 	return out
@@ -126,14 +104,6 @@ func (f *fakePartitions) allAnswered() error {
 		return fmt.Errorf("%d of %d subtasks took their partitions", len(f.answered), f.parallelism)
 	}
 	return nil
-}
-
-func topicSplits(topic string, n int32) []checkpoint.Split {
-	var out []checkpoint.Split
-	for p := range n {
-		out = append(out, checkpoint.Split{Key: jobgraph.KafkaSplitKey(topic, p)})
-	}
-	return out
 }
 
 // kafkaOut reads what a kafka source's subtasks send to one consumer:
@@ -298,6 +268,19 @@ func (k *kafkaTasks) failure() error {
 	return nil
 }
 
+// restoreOf is what the JobMaster restores the subtasks from after the
+// checkpoint acks acknowledge: their states, and the partitions of base
+// no subtask took before it.
+func restoreOf(acks []checkpoint.Ack, base []checkpoint.Split) (*checkpoint.TaskRestore, []checkpoint.Split) {
+	r := &checkpoint.TaskRestore{CheckpointID: acks[0].CheckpointID}
+	var positions []checkpoint.SourcePosition
+	for _, a := range acks {
+		r.States = append(r.States, *a.State)
+		positions = append(positions, *a.Source)
+	}
+	return r, checkpoint.RemainingSplits(base, positions)
+}
+
 // sameRecords says whether got holds each of want exactly once, with its
 // key, value and time, and nothing else.
 func sameRecords(got, want []produced) error {
@@ -342,7 +325,7 @@ func waitCount(t *testing.T, o *kafkaOut, k *kafkaTasks, n int) {
 func TestKafkaSourceStarts(t *testing.T) {
 	k := testutil.StartKafka(t, 3, "bids")
 	const n = 600
-	old := produce(t, k.Brokers, "bids", 0, n, -1)
+	old := produce(t, k, "bids", 0, n, -1)
 	adm := kadmFor(t, k.Brokers)
 	// The group has committed offsets on partitions 0 and 1, none on 2.
 	commit := kadm.Offsets{}
@@ -357,7 +340,7 @@ func TestKafkaSourceStarts(t *testing.T) {
 		more  bool // the records produced after the source took its partitions
 	}{
 		{"earliest", "", func(produced) bool { return true }, false},
-		{fmt.Sprintf("timestamp:%d", kafkaBase+n/2), "", func(p produced) bool { return p.time >= kafkaBase+n/2 }, false},
+		{fmt.Sprintf("timestamp:%d", testutil.KafkaBase+n/2), "", func(p produced) bool { return p.time >= testutil.KafkaBase+n/2 }, false},
 		{"group", "readers", func(p produced) bool {
 			return (p.partition == 0 && p.offset >= 5) || (p.partition == 1 && p.offset >= 7) || p.partition == 2
 		}, false},
@@ -373,7 +356,7 @@ func TestKafkaSourceStarts(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			out := readKafkaOut(ctx, t, m, "out", 2)
-			parts := newFakePartitions(2, topicSplits("bids", 3))
+			parts := newFakePartitions(2, testutil.KafkaSplits("bids", 3))
 			tasks := startKafka(t, kafkaSpec{config: cfg, p: 2, parts: parts, rid: "out", exchange: m, store: openStore(t)})
 			var want []produced
 			for _, p := range old {
@@ -386,7 +369,7 @@ func TestKafkaSourceStarts(t *testing.T) {
 				// after they took their partitions is taken after that).
 				testutil.CheckFor(t, time.Minute, 10*time.Millisecond, parts.allAnswered)
 				tasks.checkpoint(t, 1)
-				want = append(want, produce(t, k.Brokers, "bids", n, n+50, -1)...)
+				want = append(want, produce(t, k, "bids", n, n+50, -1)...)
 			}
 			waitCount(t, out, tasks, len(want))
 			// One checkpoint more: what was read before its barrier is all
@@ -416,14 +399,14 @@ func kadmFor(t *testing.T, brokers string) *kadm.Client {
 func TestKafkaSourceRestoresItsOffsets(t *testing.T) {
 	k := testutil.StartKafka(t, 3, "bids")
 	const n = 3000
-	all := produce(t, k.Brokers, "bids", 0, n/2, -1)
+	all := produce(t, k, "bids", 0, n/2, -1)
 	cfg := map[string]string{"brokers": k.Brokers, "topics": "bids", "group": "sluice", "discovery-interval-ms": "0"}
 	store := openStore(t)
 	m := newManager(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	out1 := readKafkaOut(ctx, t, m, "out1", 2)
-	base := topicSplits("bids", 3)
+	base := testutil.KafkaSplits("bids", 3)
 	parts := newFakePartitions(2, slices.Clone(base))
 	run1 := startKafka(t, kafkaSpec{config: cfg, p: 2, parts: parts, rid: "out1", exchange: m, store: store})
 	testutil.CheckFor(t, time.Minute, 10*time.Millisecond, func() error {
@@ -433,7 +416,7 @@ func TestKafkaSourceRestoresItsOffsets(t *testing.T) {
 		return nil
 	})
 	acks := run1.checkpoint(t, 1)
-	all = append(all, produce(t, k.Brokers, "bids", n/2, n, -1)...)
+	all = append(all, produce(t, k, "bids", n/2, n, -1)...)
 	before := out1.all(1)
 
 	// The group gets the checkpoint's offsets: they add up to what was
@@ -456,19 +439,12 @@ func TestKafkaSourceRestoresItsOffsets(t *testing.T) {
 		<-r.done
 	}
 
-	var states []checkpoint.StateHandle
-	var positions []checkpoint.SourcePosition
-	for _, a := range acks {
-		states = append(states, *a.State)
-		positions = append(positions, *a.Source)
-	}
-	rest := checkpoint.RemainingSplits(base, positions)
+	restore, rest := restoreOf(acks, base)
 	if len(rest) != 0 {
 		t.Fatalf("after the checkpoint the JobMaster still has %v to hand out, want none", rest)
 	}
 	out2 := readKafkaOut(ctx, t, m, "out2", 2)
-	run2 := startKafka(t, kafkaSpec{config: cfg, p: 2, parts: newFakePartitions(2, rest), rid: "out2", exchange: m, store: store,
-		restore: &checkpoint.TaskRestore{CheckpointID: 1, States: states}})
+	run2 := startKafka(t, kafkaSpec{config: cfg, p: 2, parts: newFakePartitions(2, rest), rid: "out2", exchange: m, store: store, restore: restore})
 	waitCount(t, out2, run2, n-len(before))
 	run2.checkpoint(t, 2)
 	if err := sameRecords(append(before, out2.all(0)...), all); err != nil {
@@ -479,7 +455,7 @@ func TestKafkaSourceRestoresItsOffsets(t *testing.T) {
 // A partition added while the job runs is found and read.
 func TestKafkaSourceReadsAnAddedPartition(t *testing.T) {
 	k := testutil.StartKafka(t, 2, "bids")
-	want := produce(t, k.Brokers, "bids", 0, 100, -1)
+	want := produce(t, k, "bids", 0, 100, -1)
 	cfg := map[string]string{"brokers": k.Brokers, "topics": "bids", "discovery-interval-ms": "50"}
 	set, err := (&jobgraph.Vertex{Connector: jobgraph.ConnectorKafkaSource, Config: cfg}).Kafka()
 	must(t, err)
@@ -487,7 +463,7 @@ func TestKafkaSourceReadsAnAddedPartition(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	out := readKafkaOut(ctx, t, m, "out", 2)
-	parts := newFakePartitions(2, topicSplits("bids", 2))
+	parts := newFakePartitions(2, testutil.KafkaSplits("bids", 2))
 	parts.follow = &set
 	tasks := startKafka(t, kafkaSpec{config: cfg, p: 2, parts: parts, rid: "out", exchange: m, store: openStore(t)})
 	waitCount(t, out, tasks, len(want))
@@ -496,7 +472,7 @@ func TestKafkaSourceReadsAnAddedPartition(t *testing.T) {
 	if _, err := adm.CreatePartitions(context.Background(), 1, "bids"); err != nil {
 		t.Fatal(err)
 	}
-	want = append(want, produce(t, k.Brokers, "bids", 100, 150, 2)...)
+	want = append(want, produce(t, k, "bids", 100, 150, 2)...)
 	waitCount(t, out, tasks, len(want))
 	tasks.checkpoint(t, 1)
 	if err := sameRecords(out.all(0), want); err != nil {
@@ -510,8 +486,8 @@ func TestKafkaSourceReadsAnAddedPartition(t *testing.T) {
 func TestKafkaSourcePartitionWatermarks(t *testing.T) {
 	setup := func(t *testing.T, idle bool) (*testutil.Kafka, *kafkaOut, *kafkaTasks) {
 		k := testutil.StartKafka(t, 3, "bids")
-		produce(t, k.Brokers, "bids", 0, 10, 0)    // times base+0..9
-		produce(t, k.Brokers, "bids", 500, 510, 1) // base+500..509
+		produce(t, k, "bids", 0, 10, 0)    // times base+0..9
+		produce(t, k, "bids", 500, 510, 1) // base+500..509
 		cfg := map[string]string{"brokers": k.Brokers, "topics": "bids", "discovery-interval-ms": "0",
 			jobgraph.ConfigWatermark: "bounded", jobgraph.ConfigWatermarkMaxOutOfOrderness: "0s", jobgraph.ConfigWatermarkInterval: "10ms"}
 		if idle {
@@ -521,7 +497,7 @@ func TestKafkaSourcePartitionWatermarks(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		t.Cleanup(cancel)
 		out := readKafkaOut(ctx, t, m, "out", 1)
-		tasks := startKafka(t, kafkaSpec{config: cfg, p: 1, parts: newFakePartitions(1, topicSplits("bids", 3)), rid: "out", exchange: m, store: openStore(t)})
+		tasks := startKafka(t, kafkaSpec{config: cfg, p: 1, parts: newFakePartitions(1, testutil.KafkaSplits("bids", 3)), rid: "out", exchange: m, store: openStore(t)})
 		waitCount(t, out, tasks, 20)
 		return k, out, tasks
 	}
@@ -548,11 +524,11 @@ func TestKafkaSourcePartitionWatermarks(t *testing.T) {
 		if wms := out.watermarks(); len(wms) != 0 {
 			t.Fatalf("watermarks %v while partition 2 has no record, want none", wms)
 		}
-		produce(t, k.Brokers, "bids", 100, 101, 2) // base+100
+		produce(t, k, "bids", 100, 101, 2) // base+100
 		waitCount(t, out, tasks, 21)
-		reaches(t, out, kafkaBase+9-1) // partition 0 is the slowest
-		produce(t, k.Brokers, "bids", 1000, 1001, 0)
-		reaches(t, out, kafkaBase+100-1) // now partition 2 is
+		reaches(t, out, testutil.KafkaBase+9-1) // partition 0 is the slowest
+		produce(t, k, "bids", 1000, 1001, 0)
+		reaches(t, out, testutil.KafkaBase+100-1) // now partition 2 is
 	})
 
 	t.Run("idle", func(t *testing.T) {
@@ -571,8 +547,8 @@ func TestKafkaSourcePartitionWatermarks(t *testing.T) {
 					return
 				case <-tick.C:
 				}
-				produce(t, k.Brokers, "bids", i, i+1, 0)
-				produce(t, k.Brokers, "bids", 500+i, 501+i, 1)
+				produce(t, k, "bids", i, i+1, 0)
+				produce(t, k, "bids", 500+i, 501+i, 1)
 			}
 		}()
 		testutil.CheckFor(t, time.Minute, 10*time.Millisecond, func() error {
@@ -585,7 +561,7 @@ func TestKafkaSourcePartitionWatermarks(t *testing.T) {
 		<-done
 		var newest0 int64
 		for _, r := range out.all(0) {
-			if r.time < kafkaBase+500 {
+			if r.time < testutil.KafkaBase+500 {
 				newest0 = max(newest0, r.time)
 			}
 		}
@@ -602,14 +578,14 @@ func TestKafkaSourcePartitionWatermarks(t *testing.T) {
 // back, it reads on, and the output is every record once.
 func TestKafkaSourceBrokerDown(t *testing.T) {
 	k := testutil.StartKafka(t, 3, "bids")
-	all := produce(t, k.Brokers, "bids", 0, 500, -1)
+	all := produce(t, k, "bids", 0, 500, -1)
 	cfg := map[string]string{"brokers": k.Brokers, "topics": "bids", "discovery-interval-ms": "0"}
 	store := openStore(t)
 	m := newManager(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	out1 := readKafkaOut(ctx, t, m, "out1", 2)
-	base := topicSplits("bids", 3)
+	base := testutil.KafkaSplits("bids", 3)
 	run1 := startKafka(t, kafkaSpec{config: cfg, p: 2, parts: newFakePartitions(2, slices.Clone(base)), rid: "out1", exchange: m, store: store, giveUp: 3 * time.Second})
 	waitCount(t, out1, run1, len(all))
 	acks := run1.checkpoint(t, 1)
@@ -627,17 +603,11 @@ func TestKafkaSourceBrokerDown(t *testing.T) {
 		}
 	}
 	k.Start()
-	all = append(all, produce(t, k.Brokers, "bids", 500, 800, -1)...)
+	all = append(all, produce(t, k, "bids", 500, 800, -1)...)
 
-	var states []checkpoint.StateHandle
-	var positions []checkpoint.SourcePosition
-	for _, a := range acks {
-		states = append(states, *a.State)
-		positions = append(positions, *a.Source)
-	}
+	restore, rest := restoreOf(acks, base)
 	out2 := readKafkaOut(ctx, t, m, "out2", 2)
-	run2 := startKafka(t, kafkaSpec{config: cfg, p: 2, parts: newFakePartitions(2, checkpoint.RemainingSplits(base, positions)), rid: "out2", exchange: m, store: store,
-		restore: &checkpoint.TaskRestore{CheckpointID: 1, States: states}})
+	run2 := startKafka(t, kafkaSpec{config: cfg, p: 2, parts: newFakePartitions(2, rest), rid: "out2", exchange: m, store: store, restore: restore})
 	waitCount(t, out2, run2, len(all)-len(before))
 	run2.checkpoint(t, 2)
 	if err := sameRecords(append(before, out2.all(0)...), all); err != nil {

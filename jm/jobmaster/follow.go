@@ -94,7 +94,7 @@ func (jm *JobMaster) startRelists() {
 // the job.
 func (jm *JobMaster) onDiscovered(ev evDiscovered) {
 	if ev.err != nil {
-		jm.log.Warn("relisting a following text source failed; trying again at the next interval", "vertex", ev.vertex, "every", jm.follow[ev.vertex], "err", ev.err)
+		jm.log.Warn("relisting a following text source (or a kafka source's partitions) failed; trying again at the next interval", "vertex", ev.vertex, "every", jm.follow[ev.vertex], "err", ev.err)
 		return
 	}
 	known := jm.known[ev.vertex]

@@ -643,3 +643,46 @@ func TestKafkaEntryRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// read_committed (the default) reads the records of committed
+// transactions only; read_uncommitted reads the aborted ones too.
+func TestKafkaSourceIsolation(t *testing.T) {
+	k := testutil.StartKafka(t, 1, "bids")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers), kgo.TransactionalID("writer"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	must(t, err)
+	defer cl.Close()
+	ctx := context.Background()
+	txn := func(value string, end kgo.TransactionEndTry) {
+		t.Helper()
+		must(t, cl.BeginTransaction())
+		must(t, cl.ProduceSync(ctx, &kgo.Record{Topic: "bids", Key: []byte("k"), Value: []byte(value), Timestamp: time.UnixMilli(testutil.KafkaBase)}).FirstErr())
+		must(t, cl.EndTransaction(ctx, end))
+	}
+	txn("aborted", kgo.TryAbort)
+	txn("committed", kgo.TryCommit)
+	for _, tc := range []struct {
+		isolation string
+		want      []string
+	}{{"read_committed", []string{"committed"}}, {"read_uncommitted", []string{"aborted", "committed"}}} {
+		t.Run(tc.isolation, func(t *testing.T) {
+			cfg := map[string]string{"brokers": k.Brokers, "topics": "bids", "discovery-interval-ms": "0"}
+			if tc.isolation != "read_committed" {
+				cfg["isolation"] = tc.isolation // else the default
+			}
+			m := newManager(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			out := readKafkaOut(ctx, t, m, "out", 1)
+			tasks := startKafka(t, kafkaSpec{config: cfg, p: 1, parts: newFakePartitions(1, testutil.KafkaSplits("bids", 1)), rid: "out", exchange: m, store: openStore(t)})
+			waitCount(t, out, tasks, len(tc.want))
+			tasks.checkpoint(t, 1)
+			var got []string
+			for _, r := range out.all(0) {
+				got = append(got, r.value)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("read %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -78,6 +78,8 @@ type Splits struct {
 	last    time.Time // the newest record of any split, or the start
 	emitted int64
 	idle    bool
+	// emptyIdle: with no split the subtask is idle at once (IdleWhenEmpty).
+	emptyIdle bool
 }
 
 type split struct {
@@ -100,6 +102,12 @@ func (s *Splits) Add(id string, now time.Time) {
 		s.splits[id] = &split{gen: NewGenerator(s.w), direct: Min, last: now}
 	}
 }
+
+// IdleWhenEmpty makes the subtask idle at once whenever it has no split,
+// whatever the idle timeout: for a source whose splits are assigned
+// (Kafka partitions), a subtask that was assigned none has nothing that
+// could hold the watermark back, and must not hold back its consumers.
+func (s *Splits) IdleWhenEmpty() { s.emptyIdle = true }
 
 // Remove ends split id: it holds the watermark back no more.
 func (s *Splits) Remove(id string) { delete(s.splits, id) }
@@ -157,7 +165,7 @@ func (s *Splits) Poll(now time.Time) Update {
 		idle = true // every split is idle
 	default:
 		// No split: idle once the subtask produced nothing for the timeout.
-		idle = timeout > 0 && now.Sub(s.last) >= timeout
+		idle = s.emptyIdle || (timeout > 0 && now.Sub(s.last) >= timeout)
 		wm = Min
 	}
 	var u Update

@@ -173,3 +173,25 @@ func TestSplitsSetWatermark(t *testing.T) {
 		t.Fatalf("got %+v, want idle after the timeout", u)
 	}
 }
+
+// With IdleWhenEmpty a subtask without splits is idle at once, without an
+// idle timeout, and active again as soon as it has one.
+func TestSplitsIdleWhenEmpty(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	s := NewSplits(jobgraph.Watermarks{Kind: jobgraph.WatermarkMonotonous}, t0)
+	if u := s.Poll(t0); u.Any() {
+		t.Fatalf("before IdleWhenEmpty: %+v, want nothing", u)
+	}
+	s.IdleWhenEmpty()
+	if u := s.Poll(t0); !u.StatusChanged || !u.Idle || u.Advanced {
+		t.Fatalf("no split: %+v, want idle", u)
+	}
+	s.Add("p0", t0)
+	if u := s.Poll(t0); !u.StatusChanged || u.Idle {
+		t.Fatalf("a split added: %+v, want active", u)
+	}
+	s.Observe("p0", 50, t0)
+	if u := s.Poll(t0); !u.Advanced || u.Watermark != 49 {
+		t.Fatalf("a record: %+v, want watermark 49", u)
+	}
+}

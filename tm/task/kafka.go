@@ -234,12 +234,15 @@ func (t *task) takePartitions(ctx context.Context, src *source) ([]*kafkaPart, e
 		if err != nil {
 			return nil, err
 		}
-		if done {
-			k.done = true
-			return got, nil
-		}
-		if sp == (checkpoint.Split{}) {
+		if done || sp == (checkpoint.Split{}) {
+			k.done = done
 			k.ask = time.Now().Add(k.set.Discovery)
+			if t.et.splits != nil {
+				// Asked once: a subtask that owns no partition (more
+				// subtasks than partitions) is idle, not holding its
+				// consumers' watermark back.
+				t.et.splits.IdleWhenEmpty()
+			}
 			return got, nil
 		}
 		topic, p, ok := jobgraph.ParseKafkaSplitKey(sp.Key)

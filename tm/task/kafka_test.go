@@ -113,6 +113,7 @@ type kafkaOut struct {
 	recs     [][]produced // per producer
 	barriers []map[int64]int
 	wms      [][]int64
+	idle     []bool // the producer's newest watermark status
 	err      error
 }
 
@@ -121,7 +122,7 @@ func readKafkaOut(ctx context.Context, t *testing.T, m *exchange.Manager, rid st
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := &kafkaOut{recs: make([][]produced, producers), barriers: make([]map[int64]int, producers), wms: make([][]int64, producers)}
+	o := &kafkaOut{recs: make([][]produced, producers), barriers: make([]map[int64]int, producers), wms: make([][]int64, producers), idle: make([]bool, producers)}
 	for i := range o.barriers {
 		o.barriers[i] = map[int64]int{}
 	}
@@ -141,6 +142,8 @@ func readKafkaOut(ctx context.Context, t *testing.T, m *exchange.Manager, rid st
 				o.barriers[b.Producer][b.Event.CheckpointID] = len(o.recs[b.Producer])
 			case exchange.Watermark:
 				o.wms[b.Producer] = append(o.wms[b.Producer], b.Event.Timestamp)
+			case exchange.WatermarkStatus:
+				o.idle[b.Producer] = b.Event.Idle
 			}
 			for _, r := range b.Records {
 				if !r.HasKey || !r.HasTime {
@@ -570,6 +573,34 @@ func TestKafkaSourcePartitionWatermarks(t *testing.T) {
 				t.Fatalf("watermark %d passed partition 0's newest record %d", wm, newest0)
 			}
 		}
+	})
+}
+
+// More subtasks than partitions: the subtask that owns none is idle, so
+// it holds no consumer's watermark back, and the one that owns the
+// partition sends its watermarks.
+func TestKafkaSourceSubtaskWithoutPartitionsIsIdle(t *testing.T) {
+	k := testutil.StartKafka(t, 1, "bids")
+	produce(t, k, "bids", 0, 10, -1)
+	cfg := map[string]string{"brokers": k.Brokers, "topics": "bids", "discovery-interval-ms": "0",
+		jobgraph.ConfigWatermark: "monotonous", jobgraph.ConfigWatermarkInterval: "10ms"}
+	m := newManager(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := readKafkaOut(ctx, t, m, "out", 2)
+	tasks := startKafka(t, kafkaSpec{config: cfg, p: 2, parts: newFakePartitions(2, testutil.KafkaSplits("bids", 1)), rid: "out", exchange: m, store: openStore(t)})
+	waitCount(t, out, tasks, 10)
+	owner := jobgraph.KafkaPartitionOwner("bids", 0, 2)
+	testutil.CheckFor(t, time.Minute, 10*time.Millisecond, func() error {
+		out.mu.Lock()
+		defer out.mu.Unlock()
+		if !out.idle[1-owner] {
+			return fmt.Errorf("subtask %d owns no partition and is not idle", 1-owner)
+		}
+		if out.idle[owner] || len(out.wms[owner]) == 0 || slices.Max(out.wms[owner]) != testutil.KafkaBase+9-1 {
+			return fmt.Errorf("subtask %d: idle %v, watermarks %v, want it active at %d", owner, out.idle[owner], out.wms[owner], testutil.KafkaBase+9-1)
+		}
+		return nil
 	})
 }
 

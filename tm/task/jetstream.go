@@ -142,7 +142,9 @@ func (t *task) recordFlush(ctx context.Context, recs *[]abi.Record) func() error
 			n += len((*recs)[i].Value)
 		}
 		t.met.addIn(0, n)
-		err := t.process(ctx, *recs, abi.AppendBatch(nil, *recs))
+		// Not encoded here: a chain without guest code needs no encoding,
+		// and a guest's Process encodes into its memory directly.
+		err := t.process(ctx, *recs, nil)
 		clear(*recs)
 		*recs = (*recs)[:0]
 		if err == nil {

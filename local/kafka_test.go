@@ -29,6 +29,16 @@ const kafkaReadGuest = "local/testdata/kafkaread"
 // parallelism p, checkpointing every 200 ms and restarting after 300 ms.
 func kafkaSubmit(t *testing.T, c *localtest.InProcess, config map[string]string, p int) string {
 	t.Helper()
+	id, err := kafkaTrySubmit(t, c, config, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Client().CancelJob(context.Background(), id) })
+	return id
+}
+
+func kafkaTrySubmit(t *testing.T, c *localtest.InProcess, config map[string]string, p int) (string, error) {
+	t.Helper()
 	cfg, err := json.Marshal(config)
 	if err != nil {
 		t.Fatal(err)
@@ -39,14 +49,35 @@ func kafkaSubmit(t *testing.T, c *localtest.InProcess, config map[string]string,
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Args: []string{string(cfg), strconv.Itoa(p)}, Parallelism: p,
+	return cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Args: []string{string(cfg), strconv.Itoa(p)}, Parallelism: p,
 		Config: map[string]string{jobconfig.KeyCheckpointInterval: "200ms",
 			jobconfig.KeyRestartStrategy: "fixed-delay", jobconfig.KeyFixedDelayAttempts: "100", jobconfig.KeyFixedDelayDelay: "300ms"}})
-	if err != nil {
-		t.Fatal(err)
+}
+
+// Bad Kafka settings are refused at submission, each with an error that
+// says what is wrong.
+func TestKafkaSourceBadInputAtSubmit(t *testing.T) {
+	k := testutil.StartKafka(t, 1, "bids")
+	c := localtest.Start(t, local.Config{Slots: 2})
+	dead := testutil.FreeAddr(t)
+	for _, tc := range []struct {
+		name   string
+		config map[string]string
+		want   string
+	}{
+		{"unknown topic", map[string]string{"brokers": k.Brokers, "topics": "asks"}, `topic "asks" does not exist`},
+		{"pattern matches none", map[string]string{"brokers": k.Brokers, "topic-pattern": "asks.*"}, "no topic at " + k.Brokers + " matches"},
+		{"unreachable broker", map[string]string{"brokers": dead, "topics": "bids"}, "at " + dead + ": unable to dial"},
+		{"malformed address", map[string]string{"brokers": "127.0.0.1", "topics": "bids"}, `"127.0.0.1" is not host:port`},
+		{"group start without a group", map[string]string{"brokers": k.Brokers, "topics": "bids", "start": "group"}, `start "group" needs "group"`},
+		{"unknown key", map[string]string{"brokers": k.Brokers, "topics": "bids", "topic": "bids"}, `unknown config key "topic"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := kafkaTrySubmit(t, c, tc.config, 1); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("submit: %v, want an error containing %q", err, tc.want)
+			}
+		})
 	}
-	t.Cleanup(func() { _ = cl.CancelJob(context.Background(), id) })
-	return id
 }
 
 // released follows the records a job released (covered by a completed

@@ -193,8 +193,12 @@ func (t *task) runKafka(ctx context.Context) error {
 				recs = append(recs, abi.Record{Key: r.Key, HasKey: r.Key != nil, Value: r.Value,
 					Time: r.Timestamp.UnixMilli(), HasTime: true})
 				part.next = r.Offset + 1
-				if len(recs) >= batchRecords {
+				if len(recs) >= batchRecords || t.ctl.pending() {
+					// A barrier waits for one batch at most.
 					if ferr = flush(); ferr != nil {
+						return
+					}
+					if ferr = t.serveControl(ctx, src); ferr != nil {
 						return
 					}
 				}

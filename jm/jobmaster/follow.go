@@ -129,7 +129,7 @@ func (jm *JobMaster) onDiscovered(ev evDiscovered) {
 // job was submitted with and those still to read.
 func (jm *JobMaster) setKnown() {
 	jm.known = map[int]map[string]bool{}
-	for v := range jm.follow {
+	for _, v := range jm.tracked() {
 		known := map[string]bool{}
 		if r := jm.restore; r != nil && r.Discovered[v] != nil {
 			for _, k := range r.Discovered[v] {
@@ -143,8 +143,40 @@ func (jm *JobMaster) setKnown() {
 				known[s.Key] = true
 			}
 		}
+		// A kafka source's base may hold partitions created since the
+		// restore point (kafkaBase): found now, not by the next relist.
+		for _, s := range jm.base[v] {
+			known[s.Key] = true
+		}
 		jm.known[v] = known
 	}
+}
+
+// tracked returns the sources whose keys the checkpoints keep: every text
+// source that follows its paths and every kafka source (with discovery or
+// without: a restore then knows which partitions are new).
+func (jm *JobMaster) tracked() []int {
+	var out []int
+	for _, t := range jm.tasks {
+		v, ok := t.textSource()
+		if _, following := jm.follow[v.ID]; ok && (following || v.Connector == jobgraph.ConnectorKafkaSource) {
+			out = append(out, v.ID)
+		}
+	}
+	return out
+}
+
+// kafkaBase is what a kafka source starts an attempt with after a restore
+// point: the partitions no subtask had taken (rest), and those listed at
+// submission (listed) that the restore point did not know, created since.
+func kafkaBase(rest, listed []checkpoint.Split, known []string) []checkpoint.Split {
+	out := slices.Clone(rest)
+	for _, s := range listed {
+		if !slices.Contains(known, s.Key) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // knownKeys returns the keys each following source has found, sorted.

@@ -663,6 +663,9 @@ func (jm *JobMaster) setRestorePoint() {
 		if jm.restore != nil {
 			if rest, ok := jm.restore.Sources[v.ID]; ok {
 				jm.base[v.ID] = slices.Clone(rest)
+				if known, ok := jm.restore.Discovered[v.ID]; ok && v.Connector == jobgraph.ConnectorKafkaSource {
+					jm.base[v.ID] = kafkaBase(rest, jm.cfg.Splits[v.ID], known)
+				}
 				continue
 			}
 		}

@@ -137,3 +137,46 @@ func TestKafkaRescaleIsRefused(t *testing.T) {
 		t.Fatalf("same parallelism: %v", err)
 	}
 }
+
+// A kafka source resumed from a savepoint reads the partitions created
+// since (those the savepoint does not know), even without discovery, and
+// does not hand out again those its subtasks had taken.
+func TestKafkaResumeHandsOutNewPartitions(t *testing.T) {
+	st := newStore(t)
+	sp, _ := testKeys.Savepoint("sp-0123456789abcdef")
+	meta := &checkpoint.Metadata{
+		JobID: "old", Tenant: "default", ID: 7, Savepoint: true, SavepointID: "sp-0123456789abcdef", MaxParallelism: 128,
+		Tasks: []checkpoint.TaskState{
+			{Vertices: []int{1, 2, 3}, Subtask: 0, Parallelism: 1, State: checkpoint.StateHandle{Key: sp + "task-1_2_3-0.state", Size: 1, KeyGroupStart: 0, KeyGroupEnd: 127}},
+			{Vertices: []int{4, 5}, Subtask: 0, Parallelism: 1, State: checkpoint.StateHandle{Key: sp + "task-4_5-0.state", Size: 1, KeyGroupStart: 0, KeyGroupEnd: 127}},
+		},
+		// bids/1 was not taken yet; bids/0 was; bids/2 is new.
+		Sources:    map[int][]checkpoint.Split{1: {{Key: "bids/1"}}},
+		Discovered: map[int][]string{1: {"bids/0", "bids/1"}},
+	}
+	h := start(t, kafkaGraph(1, map[string]string{"brokers": "127.0.0.1:9092", "topics": "bids", "discovery-interval-ms": "0"}), func(c *Config, _ *fakeGateway, _ *fakePool) {
+		c.Blob, c.Restore = st, meta
+		c.Splits = map[int][]checkpoint.Split{1: testutil.KafkaSplits("bids", 3)}
+	})
+	testutil.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error { return deployed(h, 0, 2) })
+	var src control.Deployment
+	for _, d := range h.deploysOf(0) {
+		if d.Chain[0].ID == 1 {
+			src = d
+		}
+	}
+	var got []string
+	for {
+		s, done, err := h.jm.NextSplit(context.Background(), control.SplitRequest{Fencing: src.Fencing, ExecutionID: src.ExecutionID, VertexID: 1, Subtask: 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done {
+			break
+		}
+		got = append(got, s.Key)
+	}
+	if want := []string{"bids/1", "bids/2"}; !slices.Equal(got, want) {
+		t.Fatalf("handed out %v, want %v", got, want)
+	}
+}

@@ -37,7 +37,7 @@ func kafkaSubmit(t *testing.T, c *localtest.InProcess, config map[string]string,
 	return id
 }
 
-func kafkaTrySubmit(t *testing.T, c *localtest.InProcess, config map[string]string, p int) (string, error) {
+func kafkaTrySubmit(t *testing.T, c *localtest.InProcess, config map[string]string, p int, savepoint ...string) (string, error) {
 	t.Helper()
 	cfg, err := json.Marshal(config)
 	if err != nil {
@@ -49,9 +49,13 @@ func kafkaTrySubmit(t *testing.T, c *localtest.InProcess, config map[string]stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Args: []string{string(cfg), strconv.Itoa(p)}, Parallelism: p,
+	spec := client.JobSpec{ModuleDigest: digest, Args: []string{string(cfg), strconv.Itoa(p)}, Parallelism: p,
 		Config: map[string]string{jobconfig.KeyCheckpointInterval: "200ms",
-			jobconfig.KeyRestartStrategy: "fixed-delay", jobconfig.KeyFixedDelayAttempts: "100", jobconfig.KeyFixedDelayDelay: "300ms"}})
+			jobconfig.KeyRestartStrategy: "fixed-delay", jobconfig.KeyFixedDelayAttempts: "100", jobconfig.KeyFixedDelayDelay: "300ms"}}
+	if len(savepoint) > 0 {
+		spec.FromSavepoint = savepoint[0]
+	}
+	return cl.SubmitJob(ctx, spec)
 }
 
 // Bad Kafka settings are refused at submission, each with an error that
@@ -201,6 +205,42 @@ func TestKafkaSourceBrokerDownRestartsTheJob(t *testing.T) {
 	if !strings.Contains(d.Failure+fmt.Sprint(d.History), "no broker at "+k.Brokers+" answered") {
 		t.Errorf("the job's failures %q %v do not say the broker did not answer", d.Failure, d.History)
 	}
+}
+
+// Stopped with a savepoint and resumed from it: the two jobs release
+// every record once between them; a resume at another parallelism is
+// refused, saying why.
+func TestKafkaSourceSavepointResume(t *testing.T) {
+	k := testutil.StartKafka(t, 3, "bids")
+	const n = 2000
+	k.Produce(t, "bids", -1, 0, n/2)
+	c := localtest.Start(t, local.Config{Slots: 4})
+	cfg := map[string]string{"brokers": k.Brokers, "topics": "bids", "discovery-interval-ms": "0"}
+	id := kafkaSubmit(t, c, cfg, 2)
+	var r1 released
+	r1.wait(t, c, id, n/2)
+	sp, err := c.Client().TriggerSavepoint(context.Background(), id, true, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	localtest.WaitTerminal(t, c, id, time.Minute)
+	r1.poll(t, c, id)
+	k.Produce(t, "bids", -1, n/2, n)
+
+	if _, err := kafkaTrySubmit(t, c, cfg, 3, sp.SavepointID); err == nil || !strings.Contains(err.Error(), "a kafka source cannot be rescaled") {
+		t.Fatalf("resume at parallelism 3: %v, want it refused", err)
+	}
+	id2, err := kafkaTrySubmit(t, c, cfg, 2, sp.SavepointID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Client().CancelJob(context.Background(), id2) })
+	var r2 released
+	r2.wait(t, c, id2, n-len(r1.got))
+	for v := range r1.got {
+		r2.got[v]++
+	}
+	r2.check(t, n)
 }
 
 // A TaskManager killed three times while the job runs: every record is

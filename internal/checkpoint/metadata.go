@@ -44,7 +44,9 @@ type Metadata struct {
 	Sources map[int][]Split `json:"sources,omitempty"`
 	// Discovered are, per text source that follows its paths, the keys of
 	// every object it has found (read, or among Sources): a restored job
-	// reads only objects not among them.
+	// reads only objects not among them. Per kafka source, the partitions
+	// it knew (taken by a subtask, or among Sources): a restored job hands
+	// out those created since.
 	Discovered map[int][]string `json:"discovered,omitempty"`
 	// SinkParts are the file-sink parts this checkpoint committed;
 	// committing them again on restore is harmless.

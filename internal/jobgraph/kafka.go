@@ -2,6 +2,7 @@ package jobgraph
 
 import (
 	"fmt"
+	"hash/fnv"
 	"net"
 	"regexp"
 	"strconv"
@@ -10,9 +11,10 @@ import (
 )
 
 // Host connectors for Kafka. Their settings are parsed and checked at
-// submission (kafkaconn.Check), but the TaskManager does not run them yet,
-// so ConnectorKind does not know them and Validate refuses a graph that
-// uses them as having an unknown connector.
+// submission (kafkaconn.Check). The TaskManager runs the source (tm/task's
+// kafka.go), so ConnectorKind knows it; it does not run the sink yet, so
+// Validate refuses a graph with a kafka-sink as having an unknown
+// connector.
 const (
 	// ConnectorKafkaSource reads the partitions of Kafka topics; the
 	// offsets are the source's position in the checkpoint.
@@ -46,9 +48,6 @@ const (
 	// ConfigKafkaIsolation is a source's isolation level: "read_committed"
 	// (the default) or "read_uncommitted".
 	ConfigKafkaIsolation = "isolation"
-	// ConfigKafkaIdleTimeout is how long, in ms, a partition without
-	// records may hold the source's watermark back (default 0: forever).
-	ConfigKafkaIdleTimeout = "idle-timeout-ms"
 	// ConfigKafkaDiscovery is how often, in ms, a source looks for new
 	// partitions and topics (default 10000; 0 turns it off).
 	ConfigKafkaDiscovery = "discovery-interval-ms"
@@ -69,6 +68,10 @@ const (
 	ConfigKafkaPassword = "sasl-password"
 	// ConfigKafkaTLS is "true" to connect with TLS (the system's roots).
 	ConfigKafkaTLS = "tls"
+	// ConfigKafkaHeaders is "true" for a source to put the Kafka records'
+	// headers into its records (docs/ABI.md section 2: bit 2), for a guest
+	// that reads them.
+	ConfigKafkaHeaders = "headers"
 )
 
 // Kafka start modes (ConfigKafkaStart).
@@ -96,7 +99,7 @@ type KafkaSettings struct {
 	StartMillis   int64  // Start KafkaStartTimestamp
 	Group         string
 	ReadCommitted bool
-	IdleTimeout   time.Duration
+	Headers       bool // records carry the Kafka headers
 	Discovery     time.Duration
 	// Sinks.
 	Topic     string
@@ -169,6 +172,12 @@ func (v *Vertex) Kafka() (KafkaSettings, error) {
 				return bad(k, "%q: want true or false", val)
 			}
 			s.TLS = b
+		case k == ConfigKafkaHeaders && !sink:
+			b, err := strconv.ParseBool(val)
+			if err != nil {
+				return bad(k, "%q: want true or false", val)
+			}
+			s.Headers = b
 		case k == ConfigKafkaTopics && !sink:
 			for _, tp := range strings.Split(val, ",") {
 				tp = strings.TrimSpace(tp)
@@ -210,16 +219,12 @@ func (v *Vertex) Kafka() (KafkaSettings, error) {
 			default:
 				return bad(k, "%q: want read_committed or read_uncommitted", val)
 			}
-		case (k == ConfigKafkaIdleTimeout || k == ConfigKafkaDiscovery) && !sink:
+		case k == ConfigKafkaDiscovery && !sink:
 			ms, err := strconv.ParseInt(val, 10, 64)
 			if err != nil || ms < 0 || ms > int64(24*time.Hour/time.Millisecond) {
 				return bad(k, "%q: want milliseconds, a decimal integer from 0 to 86400000", val)
 			}
-			if k == ConfigKafkaIdleTimeout {
-				s.IdleTimeout = time.Duration(ms) * time.Millisecond
-			} else {
-				s.Discovery = time.Duration(ms) * time.Millisecond
-			}
+			s.Discovery = time.Duration(ms) * time.Millisecond
 		case k == ConfigKafkaTopic && sink:
 			if why := BadKafkaTopic(val); why != "" {
 				return bad(k, "topic %q %s", val, why)
@@ -236,6 +241,8 @@ func (v *Vertex) Kafka() (KafkaSettings, error) {
 			}
 			s.TxnPrefix = val
 		case k == ConfigPoisonRecords:
+		case (k == ConfigWatermark || k == ConfigWatermarkMaxOutOfOrderness || k == ConfigWatermarkIdleTimeout || k == ConfigWatermarkInterval) && !sink:
+			// The source's watermark strategy: Vertex.Watermarks reads it.
 		default:
 			return KafkaSettings{}, fmt.Errorf("%s: unknown config key %q", what, k)
 		}
@@ -263,6 +270,42 @@ func (v *Vertex) Kafka() (KafkaSettings, error) {
 		return KafkaSettings{}, fmt.Errorf("%s: start %q needs %q, the consumer group whose offsets to start from", what, KafkaStartGroup, ConfigKafkaGroup)
 	}
 	return s, nil
+}
+
+// KafkaSplitKey names partition p of topic as a split of a kafka source
+// (checkpoint.Split.Key; its Offset and Length stay 0): "topic/p". A
+// topic name holds no '/', so the key is unambiguous.
+func KafkaSplitKey(topic string, p int32) string {
+	return topic + "/" + strconv.FormatInt(int64(p), 10)
+}
+
+// ParseKafkaSplitKey is the inverse of KafkaSplitKey; ok is false for a
+// key it did not make.
+func ParseKafkaSplitKey(key string) (topic string, p int32, ok bool) {
+	i := strings.LastIndexByte(key, '/')
+	if i <= 0 {
+		return "", 0, false
+	}
+	n, err := strconv.ParseInt(key[i+1:], 10, 32)
+	if err != nil || n < 0 {
+		return "", 0, false
+	}
+	return key[:i], int32(n), true
+}
+
+// KafkaPartitionOwner is the subtask of a kafka source at parallelism that
+// reads partition p of topic, as Flink's KafkaSourceEnumerator assigns
+// them: the topic's hash picks the subtask of its partition 0 and the
+// partitions follow round robin, so a topic's partitions spread over the
+// subtasks and several topics do not all start at subtask 0.
+func KafkaPartitionOwner(topic string, p int32, parallelism int) int {
+	if parallelism <= 1 {
+		return 0
+	}
+	h := fnv.New32a()
+	h.Write([]byte(topic))
+	start := int(h.Sum32() & 0x7fffffff)
+	return (start%parallelism + int(p)%parallelism) % parallelism
 }
 
 // BadKafkaTopic says what is wrong with a topic name by Kafka's rules, ""

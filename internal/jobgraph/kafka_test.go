@@ -3,7 +3,6 @@ package jobgraph
 import (
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestKafkaSettings(t *testing.T) {
@@ -20,7 +19,7 @@ func TestKafkaSettings(t *testing.T) {
 		want string // "" means valid
 	}{
 		{"source", src(map[string]string{"brokers": "127.0.0.1:9092", "topics": "bids"}), ""},
-		{"source many", src(map[string]string{"brokers": "a:1, [::1]:2", "topics": "a,b.c_d-e", "start": "timestamp:1700000000000", "group": "g", "isolation": "read_uncommitted", "idle-timeout-ms": "500"}), ""},
+		{"source many", src(map[string]string{"brokers": "a:1, [::1]:2", "topics": "a,b.c_d-e", "start": "timestamp:1700000000000", "group": "g", "isolation": "read_uncommitted"}), ""},
 		{"pattern", src(map[string]string{"brokers": "h:1", "topic-pattern": "bids-.*"}), ""},
 		{"no brokers", src(map[string]string{"topics": "bids"}), "no broker"},
 		{"scheme", src(map[string]string{"brokers": "kafka://h:9092", "topics": "bids"}), "has a scheme"},
@@ -70,7 +69,7 @@ func TestKafkaDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Start != KafkaStartEarliest || !s.ReadCommitted || s.Discovery != DefaultKafkaDiscovery || s.IdleTimeout != 0 {
+	if s.Start != KafkaStartEarliest || !s.ReadCommitted || s.Discovery != DefaultKafkaDiscovery {
 		t.Errorf("source defaults %+v", s)
 	}
 	// The pattern matches whole names.
@@ -84,8 +83,8 @@ func TestKafkaDefaults(t *testing.T) {
 	if k.Delivery != DeliveryExactlyOnce || k.TxnPrefix != "" {
 		t.Errorf("sink defaults %+v", k)
 	}
-	s, _ = (&Vertex{Connector: ConnectorKafkaSource, Config: map[string]string{"brokers": "h:1", "topics": "a", "discovery-interval-ms": "0", "idle-timeout-ms": "1500"}}).Kafka()
-	if s.Discovery != 0 || s.IdleTimeout != 1500*time.Millisecond {
+	s, _ = (&Vertex{Connector: ConnectorKafkaSource, Config: map[string]string{"brokers": "h:1", "topics": "a", "discovery-interval-ms": "0"}}).Kafka()
+	if s.Discovery != 0 {
 		t.Errorf("durations %+v", s)
 	}
 }
@@ -95,6 +94,51 @@ func TestKafkaSecretKeys(t *testing.T) {
 	for _, c := range []string{ConnectorKafkaSource, ConnectorKafkaSink} {
 		if !SecretKey(c, ConfigKafkaPassword) || SecretKey(c, ConfigKafkaUser) {
 			t.Errorf("%s: the secret keys are not just %s", c, ConfigKafkaPassword)
+		}
+	}
+}
+
+// A split key names its topic and partition and nothing else parses as
+// one.
+func TestKafkaSplitKey(t *testing.T) {
+	for _, tc := range []struct {
+		topic string
+		p     int32
+	}{{"bids", 0}, {"a.b_c-d", 41}, {"x", 2147483647}} {
+		topic, p, ok := ParseKafkaSplitKey(KafkaSplitKey(tc.topic, tc.p))
+		if !ok || topic != tc.topic || p != tc.p {
+			t.Errorf("%s/%d: parsed %q %d %v", tc.topic, tc.p, topic, p, ok)
+		}
+	}
+	for _, bad := range []string{"", "bids", "/3", "bids/", "bids/-1", "bids/x", "bids/99999999999"} {
+		if _, _, ok := ParseKafkaSplitKey(bad); ok {
+			t.Errorf("%q parsed as a split key", bad)
+		}
+	}
+}
+
+// Each topic's partitions go round robin from a subtask its name picks,
+// so every subtask gets its share, whatever the topics.
+func TestKafkaPartitionOwner(t *testing.T) {
+	for _, par := range []int{1, 2, 3, 7} {
+		for _, topic := range []string{"bids", "asks", "orders-eu"} {
+			count := make([]int, par)
+			first := KafkaPartitionOwner(topic, 0, par)
+			for p := int32(0); p < int32(4*par); p++ {
+				o := KafkaPartitionOwner(topic, p, par)
+				if o < 0 || o >= par {
+					t.Fatalf("%s/%d at parallelism %d: owner %d", topic, p, par, o)
+				}
+				if want := (first + int(p)) % par; o != want {
+					t.Fatalf("%s/%d at parallelism %d: owner %d, want %d (round robin from %d)", topic, p, par, o, want, first)
+				}
+				count[o]++
+			}
+			for i, n := range count {
+				if n != 4 {
+					t.Fatalf("%s at parallelism %d: subtask %d owns %d of %d partitions, want 4", topic, par, i, n, 4*par)
+				}
+			}
 		}
 	}
 }

@@ -49,6 +49,16 @@ func TestValidate(t *testing.T) {
 		{"huge unknown kind is cut in the message", func(g *Graph) { g.Vertices[1].Kind = Kind(strings.Repeat("k", 1<<20)) }, `unknown kind "kkkk`},
 		{"unknown partitioner", func(g *Graph) { g.Edges[0].Partitioner = "random" }, `edge 1->2: unknown partitioner "random"`},
 		{"unknown connector", func(g *Graph) { g.Vertices[0].Connector = "kafka" }, `unknown connector "kafka"`},
+		{"kafka source with a watermark strategy", func(g *Graph) {
+			g.Vertices[0].Connector = ConnectorKafkaSource
+			g.Vertices[0].Config = map[string]string{ConfigKafkaBrokers: "127.0.0.1:9092", ConfigKafkaTopics: "bids", ConfigWatermark: "bounded", ConfigWatermarkMaxOutOfOrderness: "1s"}
+		}, ""},
+		{"kafka source without a topic", func(g *Graph) {
+			g.Vertices[0].Connector, g.Vertices[0].Config = ConnectorKafkaSource, map[string]string{ConfigKafkaBrokers: "127.0.0.1:9092"}
+		}, "kafka source: no topic"},
+		{"kafka sink, not run yet", func(g *Graph) {
+			g.Vertices[4].Connector, g.Vertices[4].Config = ConnectorKafkaSink, map[string]string{ConfigKafkaBrokers: "127.0.0.1:9092", ConfigKafkaTopic: "out"}
+		}, `unknown connector "kafka-sink"`},
 		{"nexmark source into a blackhole", func(g *Graph) {
 			g.Vertices[0].Connector, g.Vertices[0].Config = ConnectorNexmark, map[string]string{ConfigNexmarkEvents: "1000", ConfigNexmarkRate: "0"}
 			g.Vertices[4].Connector = ConnectorBlackhole

@@ -63,7 +63,7 @@ func Check(ctx context.Context, v *jobgraph.Vertex) error {
 		// within ctx rather than retried past it.
 		kgo.RequestRetries(0))...)
 	if err != nil {
-		return fmt.Errorf("%s: %w", what, redact(err, s))
+		return fmt.Errorf("%s: %w", what, Redact(err, s))
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
@@ -73,7 +73,7 @@ func Check(ctx context.Context, v *jobgraph.Vertex) error {
 		if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("%s: no broker at %s answered: check that Kafka runs and the address is right", what, brokers)
 		}
-		return fmt.Errorf("%s: list the topics at %s: %w; check that Kafka runs and the address is right", what, brokers, redact(err, s))
+		return fmt.Errorf("%s: list the topics at %s: %w; check that Kafka runs and the address is right", what, brokers, Redact(err, s))
 	}
 	want := s.Topics
 	if v.Connector == jobgraph.ConnectorKafkaSink {
@@ -105,10 +105,60 @@ type redactedErr struct {
 func (e *redactedErr) Error() string { return e.msg }
 func (e *redactedErr) Unwrap() error { return e.err }
 
-func redact(err error, s jobgraph.KafkaSettings) error {
+// Redact returns err with the SASL password cut out of its text (errors.Is
+// still sees the original).
+func Redact(err error, s jobgraph.KafkaSettings) error {
 	msg := err.Error()
 	if s.Password != "" {
 		msg = strings.ReplaceAll(msg, s.Password, "[redacted]")
 	}
 	return &redactedErr{msg: msg, err: err}
+}
+
+// Partition is one partition of a topic.
+type Partition struct {
+	Topic     string
+	Partition int32
+}
+
+// Partitions lists what a kafka source reads now: the partitions of its
+// topics, or of every topic its pattern matches, sorted by topic and
+// partition. A topic that does not exist (any more) has none. ctx bounds
+// the listing.
+//
+// # Errors
+//
+// An error saying that the brokers could not be asked, without the
+// password.
+func Partitions(ctx context.Context, s jobgraph.KafkaSettings, name string) ([]Partition, error) {
+	cl, err := kgo.NewClient(Options(s, name)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka source: %w", Redact(err, s))
+	}
+	defer cl.Close()
+	return ListPartitions(ctx, kadm.NewClient(cl), s)
+}
+
+// ListPartitions is Partitions over a client the caller holds.
+func ListPartitions(ctx context.Context, adm *kadm.Client, s jobgraph.KafkaSettings) ([]Partition, error) {
+	var topics kadm.TopicDetails
+	var err error
+	if s.TopicPattern != nil {
+		topics, err = adm.ListTopics(ctx)
+	} else {
+		topics, err = adm.ListTopics(ctx, s.Topics...)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kafka source: list the partitions at %s: %w", strings.Join(s.Brokers, ","), Redact(err, s))
+	}
+	var out []Partition
+	for _, td := range topics.Sorted() {
+		if td.Err != nil || (s.TopicPattern != nil && !s.TopicPattern.MatchString(td.Topic)) {
+			continue
+		}
+		for _, p := range td.Partitions.Sorted() {
+			out = append(out, Partition{Topic: td.Topic, Partition: p.Partition})
+		}
+	}
+	return out, nil
 }

@@ -2,6 +2,7 @@ package kafkaconn_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -59,5 +60,31 @@ func TestCheck(t *testing.T) {
 	defer cancel()
 	if err := kafkaconn.Check(ctx, src(map[string]string{"brokers": k.Brokers, "topics": "bids"})); err != nil {
 		t.Fatalf("Check after the broker reopened on its data dir: %v", err)
+	}
+}
+
+// Partitions lists the partitions of the topics a source names, or of
+// those its pattern matches, sorted; a topic gone since has none.
+func TestPartitions(t *testing.T) {
+	k := testutil.StartKafka(t, 2, "bids", "bids-eu", "asks")
+	for _, tc := range []struct {
+		config map[string]string
+		want   string
+	}{
+		{map[string]string{"topics": "bids,asks"}, "[{asks 0} {asks 1} {bids 0} {bids 1}]"},
+		{map[string]string{"topic-pattern": "bids.*"}, "[{bids 0} {bids 1} {bids-eu 0} {bids-eu 1}]"},
+		{map[string]string{"topics": "bids,gone"}, "[{bids 0} {bids 1}]"},
+	} {
+		tc.config["brokers"] = k.Brokers
+		s, err := (&jobgraph.Vertex{Connector: jobgraph.ConnectorKafkaSource, Config: tc.config}).Kafka()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		parts, err := kafkaconn.Partitions(ctx, s, "test")
+		cancel()
+		if err != nil || fmt.Sprint(parts) != tc.want {
+			t.Errorf("%v: partitions %v (%v), want %s", tc.config, parts, err, tc.want)
+		}
 	}
 }

@@ -1,12 +1,19 @@
 package testutil
 
 import (
+	"context"
+	"fmt"
 	"net"
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluicehq/sluice/internal/checkpoint"
+	"github.com/sluicehq/sluice/internal/jobgraph"
 )
 
 // Kafka is franz-go's in-process test broker (kfake: a test broker, not a
@@ -74,4 +81,44 @@ func (k *Kafka) Stop() {
 		k.c.Close()
 		k.c = nil
 	}
+}
+
+// KafkaBase is the time of the record Produce numbers 0.
+const KafkaBase = 1_700_000_000_000
+
+// Produce writes records from to to-1 of topic, record i with key "k<i>",
+// value "v<i>" and time KafkaBase+i ms, spread over the partitions by key,
+// or all to partition when it is not negative; it fails t when the broker
+// does not take them.
+func (k *Kafka) Produce(t testing.TB, topic string, partition int32, from, to int) kgo.ProduceResults {
+	t.Helper()
+	opts := []kgo.Opt{kgo.SeedBrokers(k.Brokers)}
+	if partition >= 0 {
+		opts = append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var recs []*kgo.Record
+	for i := from; i < to; i++ {
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: max(partition, 0), Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "v%d", i),
+			Timestamp: time.UnixMilli(KafkaBase + int64(i))})
+	}
+	res := cl.ProduceSync(context.Background(), recs...)
+	if err := res.FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// KafkaSplits are the splits of partitions 0 to n-1 of topic, as the
+// JobManager lists them for a kafka source.
+func KafkaSplits(topic string, n int32) []checkpoint.Split {
+	var out []checkpoint.Split
+	for p := range n {
+		out = append(out, checkpoint.Split{Key: jobgraph.KafkaSplitKey(topic, p)})
+	}
+	return out
 }

@@ -69,8 +69,7 @@ func (u Update) Any() bool { return u.Advanced || u.StatusChanged }
 // increases. A split that produced no record for the idle timeout is idle
 // and holds nothing back until its next record; when every split is idle
 // (or there is none and the subtask produced nothing for the idle timeout)
-// the subtask is idle. Without an idle timeout nothing is ever idle, but
-// for a subtask marked Unassigned.
+// the subtask is idle. Without an idle timeout nothing is ever idle.
 //
 // A Splits is used by one goroutine.
 type Splits struct {
@@ -79,8 +78,8 @@ type Splits struct {
 	last    time.Time // the newest record of any split, or the start
 	emitted int64
 	idle    bool
-	// unassigned: the subtask was handed no split and holds none.
-	unassigned bool
+	// emptyIdle: with no split the subtask is idle at once (IdleWhenEmpty).
+	emptyIdle bool
 }
 
 type split struct {
@@ -102,15 +101,13 @@ func (s *Splits) Add(id string, now time.Time) {
 	if s.splits[id] == nil {
 		s.splits[id] = &split{gen: NewGenerator(s.w), direct: Min, last: now}
 	}
-	s.unassigned = false
 }
 
-// Unassigned marks a subtask that was handed no split and holds none, as
-// one of more subtasks than an unbounded source has splits is: it is idle,
-// whatever the idle timeout, until a split is added (Flink's readers
-// without a split are idle too), so that it does not stall event time
-// downstream for ever.
-func (s *Splits) Unassigned() { s.unassigned = len(s.splits) == 0 }
+// IdleWhenEmpty makes the subtask idle at once whenever it has no split,
+// whatever the idle timeout: for a source whose splits are assigned
+// (Kafka partitions), a subtask that was assigned none has nothing that
+// could hold the watermark back, and must not hold back its consumers.
+func (s *Splits) IdleWhenEmpty() { s.emptyIdle = true }
 
 // Remove ends split id: it holds the watermark back no more.
 func (s *Splits) Remove(id string) { delete(s.splits, id) }
@@ -168,7 +165,7 @@ func (s *Splits) Poll(now time.Time) Update {
 		idle = true // every split is idle
 	default:
 		// No split: idle once the subtask produced nothing for the timeout.
-		idle = s.unassigned || timeout > 0 && now.Sub(s.last) >= timeout
+		idle = s.emptyIdle || (timeout > 0 && now.Sub(s.last) >= timeout)
 		wm = Min
 	}
 	var u Update

@@ -86,28 +86,6 @@ func TestSplitsNeverIdleWithoutTimeout(t *testing.T) {
 	}
 }
 
-// A subtask handed no split is idle at once, without an idle timeout,
-// until a split comes; one that holds a split cannot be marked so.
-func TestSplitsUnassignedIsIdle(t *testing.T) {
-	t0 := time.Unix(0, 0)
-	s := NewSplits(jobgraph.Watermarks{Kind: jobgraph.WatermarkMonotonous}, t0)
-	if u := s.Poll(t0); u.Any() {
-		t.Fatalf("idle before it was marked: %+v", u)
-	}
-	s.Unassigned()
-	if u := s.Poll(t0); !u.StatusChanged || !u.Idle {
-		t.Fatalf("an unassigned subtask is not idle: %+v", u)
-	}
-	s.Observe("a", 10, t0)
-	if u := s.Poll(t0); !u.StatusChanged || u.Idle || !u.Advanced || u.Watermark != 9 {
-		t.Fatalf("a split's first record does not end the idleness: %+v", u)
-	}
-	s.Unassigned()
-	if u := s.Poll(t0.Add(time.Hour)); u.Any() {
-		t.Fatalf("a subtask holding a split was marked unassigned: %+v", u)
-	}
-}
-
 func TestValve(t *testing.T) {
 	type step struct {
 		do   func(v *Valve) Update
@@ -193,5 +171,27 @@ func TestSplitsSetWatermark(t *testing.T) {
 	}
 	if u := s.Poll(t0.Add(2 * time.Second)); u != (Update{StatusChanged: true, Idle: true}) {
 		t.Fatalf("got %+v, want idle after the timeout", u)
+	}
+}
+
+// With IdleWhenEmpty a subtask without splits is idle at once, without an
+// idle timeout, and active again as soon as it has one.
+func TestSplitsIdleWhenEmpty(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	s := NewSplits(jobgraph.Watermarks{Kind: jobgraph.WatermarkMonotonous}, t0)
+	if u := s.Poll(t0); u.Any() {
+		t.Fatalf("before IdleWhenEmpty: %+v, want nothing", u)
+	}
+	s.IdleWhenEmpty()
+	if u := s.Poll(t0); !u.StatusChanged || !u.Idle || u.Advanced {
+		t.Fatalf("no split: %+v, want idle", u)
+	}
+	s.Add("p0", t0)
+	if u := s.Poll(t0); !u.StatusChanged || u.Idle {
+		t.Fatalf("a split added: %+v, want active", u)
+	}
+	s.Observe("p0", 50, t0)
+	if u := s.Poll(t0); !u.Advanced || u.Watermark != 49 {
+		t.Fatalf("a record: %+v, want watermark 49", u)
 	}
 }

@@ -41,7 +41,8 @@ func splitSizeFor(total int64, subtasks int, maxSize int64) int64 {
 }
 
 // resolveSplits cuts every nexmark source's events into one split per
-// subtask (nexmarkSplits), and lists the objects every text source of g
+// subtask (nexmarkSplits), lists the partitions of every kafka source
+// (kafkaSplits), and lists the objects every text source of g
 // reads and cuts them into splits, in key order: splitSizeFor gives the size, from the
 // source's total input and parallelism (p is the job's default), with
 // maxSplitSize the largest.
@@ -68,6 +69,14 @@ func resolveSplits(ctx context.Context, store blob.Store, tenant string, g *jobg
 	for _, v := range g.Vertices {
 		if v.Connector == jobgraph.ConnectorNexmark {
 			splits, err := nexmarkSplits(&v, jobgraph.ParallelismOf(&v, p))
+			if err != nil {
+				return nil, err
+			}
+			out[v.ID] = splits
+			continue
+		}
+		if v.Connector == jobgraph.ConnectorKafkaSource {
+			splits, err := kafkaSplits(ctx, &v)
 			if err != nil {
 				return nil, err
 			}
@@ -134,8 +143,9 @@ func textObjects(ctx context.Context, store blob.Store, tenant string, v *jobgra
 
 // discoverer is the jobmaster.Config.Discover of a job: it lists what
 // each following text source reads now and cuts every object into splits
-// on its own (a relist mostly finds one object or a few), the JobMaster
-// keeping those of the objects it has not seen.
+// on its own (a relist mostly finds one object or a few), or the
+// partitions a kafka source reads now, the JobMaster keeping those it has
+// not seen.
 func discoverer(store blob.Store, tenant string, g *jobgraph.Graph, inputs map[string]string, p int, maxSplitSize int64) func(ctx context.Context, vertex int) ([]checkpoint.Split, error) {
 	return func(ctx context.Context, vertex int) ([]checkpoint.Split, error) {
 		i := slices.IndexFunc(g.Vertices, func(v jobgraph.Vertex) bool { return v.ID == vertex })
@@ -143,6 +153,9 @@ func discoverer(store blob.Store, tenant string, g *jobgraph.Graph, inputs map[s
 			return nil, rpcerr.Errorf(rpcerr.ErrNotFound, "no vertex %d", vertex)
 		}
 		v := &g.Vertices[i]
+		if v.Connector == jobgraph.ConnectorKafkaSource {
+			return kafkaSplits(ctx, v)
+		}
 		objs, err := textObjects(ctx, store, tenant, v, inputs)
 		if err != nil {
 			return nil, err

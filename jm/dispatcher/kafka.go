@@ -6,8 +6,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/checkpoint"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/internal/kafkaconn"
+	"github.com/sluicehq/sluice/internal/rpcerr"
 )
 
 // kafkaCheckTimeout bounds the submit-time check of one Kafka connector.
@@ -36,4 +38,26 @@ func checkConnectors(ctx context.Context, g *jobgraph.Graph, timeout time.Durati
 		}
 	}
 	return nil
+}
+
+// kafkaSplits lists the partitions a kafka source reads now, one split
+// each (jobgraph.KafkaSplitKey): the JobMaster hands each to the subtask
+// that owns it, at deploy and, as the source's discovery finds more,
+// while the job runs.
+func kafkaSplits(ctx context.Context, v *jobgraph.Vertex) ([]checkpoint.Split, error) {
+	s, err := v.Kafka()
+	if err != nil {
+		return nil, rpcerr.Errorf(rpcerr.ErrInvalidArgument, "vertex %d %q: %v", v.ID, v.Name, err)
+	}
+	lctx, cancel := context.WithTimeout(ctx, kafkaCheckTimeout)
+	defer cancel()
+	parts, err := kafkaconn.Partitions(lctx, s, "sluice-jobmanager")
+	if err != nil {
+		return nil, rpcerr.Errorf(rpcerr.ErrUnavailable, "vertex %d %q: %v", v.ID, v.Name, err)
+	}
+	splits := make([]checkpoint.Split, len(parts))
+	for i, p := range parts {
+		splits[i] = checkpoint.Split{Key: jobgraph.KafkaSplitKey(p.Topic, p.Partition)}
+	}
+	return splits, nil
 }

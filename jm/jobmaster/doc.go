@@ -64,6 +64,11 @@
 // source is never done while the job runs: NextSplit answers "no split
 // yet" once its splits are handed out.
 //
+// A kafka source's splits are its partitions, relisted the same way every
+// discovery interval; NextSplit hands each to the subtask that owns it
+// (jobgraph.KafkaPartitionOwner), and a checkpoint of a kafka source is
+// not restored at another parallelism (checkKafkaRescale).
+//
 // # Checkpoints
 //
 // The checkpoint coordinator is checkpointing.Coordinator, a state machine

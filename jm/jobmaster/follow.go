@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/checkpoint"
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/jm/jobmaster/checkpointing"
 )
@@ -19,6 +20,13 @@ import (
 // checkpoint's remaining splits and its discovered keys always agree.
 // The keys start each attempt as the restore point's (setKnown): an
 // object found after that checkpoint is found again by the next relist.
+//
+// A kafka source's discovery is the same machinery: its splits are its
+// partitions (jobgraph.KafkaSplitKey), a partition or topic created while
+// the job runs is a key not seen before, and kafkaSplit hands each to the
+// subtask that owns it. A subtask that took one keeps its offset in its
+// own state, so the checkpoint's remaining splits are those no subtask
+// has taken yet.
 
 // evDiscovered is what one relist of a following source found.
 type evDiscovered struct {
@@ -28,11 +36,22 @@ type evDiscovered struct {
 }
 
 // followers returns the monitor interval of every text source of g that
-// follows its paths.
+// follows its paths, and the discovery interval of every kafka source
+// that looks for new partitions.
 func followers(g *jobgraph.Graph) (map[int]time.Duration, error) {
 	out := map[int]time.Duration{}
 	for i := range g.Vertices {
 		v := &g.Vertices[i]
+		if v.Kind == jobgraph.KindSource && v.Connector == jobgraph.ConnectorKafkaSource {
+			s, err := v.Kafka()
+			if err != nil {
+				return nil, err
+			}
+			if s.Discovery > 0 {
+				out[v.ID] = s.Discovery
+			}
+			continue
+		}
 		if v.Kind != jobgraph.KindSource || v.Connector != jobgraph.ConnectorText {
 			continue
 		}
@@ -75,7 +94,7 @@ func (jm *JobMaster) startRelists() {
 // the job.
 func (jm *JobMaster) onDiscovered(ev evDiscovered) {
 	if ev.err != nil {
-		jm.log.Warn("relisting a following text source failed; trying again at the next interval", "vertex", ev.vertex, "every", jm.follow[ev.vertex], "err", ev.err)
+		jm.log.Warn("relisting a following text source (or a kafka source's partitions) failed; trying again at the next interval", "vertex", ev.vertex, "every", jm.follow[ev.vertex], "err", ev.err)
 		return
 	}
 	known := jm.known[ev.vertex]
@@ -110,7 +129,7 @@ func (jm *JobMaster) onDiscovered(ev evDiscovered) {
 // job was submitted with and those still to read.
 func (jm *JobMaster) setKnown() {
 	jm.known = map[int]map[string]bool{}
-	for v := range jm.follow {
+	for _, v := range jm.tracked() {
 		known := map[string]bool{}
 		if r := jm.restore; r != nil && r.Discovered[v] != nil {
 			for _, k := range r.Discovered[v] {
@@ -124,8 +143,40 @@ func (jm *JobMaster) setKnown() {
 				known[s.Key] = true
 			}
 		}
+		// A kafka source's base may hold partitions created since the
+		// restore point (kafkaBase): found now, not by the next relist.
+		for _, s := range jm.base[v] {
+			known[s.Key] = true
+		}
 		jm.known[v] = known
 	}
+}
+
+// tracked returns the sources whose keys the checkpoints keep: every text
+// source that follows its paths and every kafka source (with discovery or
+// without: a restore then knows which partitions are new).
+func (jm *JobMaster) tracked() []int {
+	var out []int
+	for _, t := range jm.tasks {
+		v, ok := t.textSource()
+		if _, following := jm.follow[v.ID]; ok && (following || v.Connector == jobgraph.ConnectorKafkaSource) {
+			out = append(out, v.ID)
+		}
+	}
+	return out
+}
+
+// kafkaBase is what a kafka source starts an attempt with after a restore
+// point: the partitions no subtask had taken (rest), and those listed at
+// submission (listed) that the restore point did not know, created since.
+func kafkaBase(rest, listed []checkpoint.Split, known []string) []checkpoint.Split {
+	out := slices.Clone(rest)
+	for _, s := range listed {
+		if !slices.Contains(known, s.Key) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // knownKeys returns the keys each following source has found, sorted.
@@ -138,4 +189,33 @@ func (jm *JobMaster) knownKeys() map[int][]string {
 		out[v] = slices.Sorted(maps.Keys(known))
 	}
 	return out
+}
+
+// kafkaSplit hands the subtask of a kafka source at parallelism the next
+// partition it owns (jobgraph.KafkaPartitionOwner) that is not handed out
+// yet. With none: no split yet when the source discovers partitions (it
+// asks again at its discovery interval), done otherwise.
+func (jm *JobMaster) kafkaSplit(r control.SplitRequest, parallelism int, all []checkpoint.Split) splitReply {
+	if jm.handed == nil {
+		jm.handed = map[int]map[int]bool{}
+	}
+	handed := jm.handed[r.VertexID]
+	if handed == nil {
+		handed = map[int]bool{}
+		jm.handed[r.VertexID] = handed
+	}
+	for i, s := range all {
+		if handed[i] {
+			continue
+		}
+		topic, p, ok := jobgraph.ParseKafkaSplitKey(s.Key)
+		if !ok || jobgraph.KafkaPartitionOwner(topic, p, parallelism) != r.Subtask {
+			continue
+		}
+		handed[i] = true
+		jm.log.Debug("partition assigned", "vertex", r.VertexID, "subtask", r.Subtask, "topic", topic, "partition", p)
+		return splitReply{split: s}
+	}
+	_, following := jm.follow[r.VertexID]
+	return splitReply{done: !following}
 }

@@ -176,6 +176,9 @@ type JobMaster struct {
 	// of the restore point, then those its relists added).
 	follow map[int]time.Duration
 	known  map[int]map[string]bool
+	// handed are the indexes of the splits handed out, per kafka source
+	// (each goes to the subtask that owns its partition, not in order).
+	handed map[int]map[int]bool
 	// awaitWrites: the attempt's restore preparation waits for checkpoint
 	// metadata being written (it may become the restore point).
 	awaitWrites bool
@@ -328,7 +331,7 @@ func Start(cfg Config) (*JobMaster, error) {
 		return bad("%v", err)
 	}
 	if len(follow) > 0 && cfg.Discover == nil {
-		return bad("a text source follows its paths, but nothing relists them (Config.Discover)")
+		return bad("a text source follows its paths or a kafka source discovers partitions, but nothing relists them (Config.Discover)")
 	}
 	jobCtx, jobCancel := context.WithCancel(context.Background())
 	jm := &JobMaster{
@@ -386,6 +389,26 @@ func checkRestore(m *checkpoint.Metadata, cfg Config, keys blob.Keys) error {
 	for _, sp := range m.SinkParts {
 		if !strings.HasPrefix(sp.Pending, own) || !strings.HasPrefix(sp.Final, own+"files/") {
 			return fmt.Errorf("checkpoint %d: file-sink part %q -> %q is not the tenant's", m.ID, sp.Pending, sp.Final)
+		}
+	}
+	return checkKafkaRescale(m, cfg)
+}
+
+// checkKafkaRescale refuses to restore a kafka source at another
+// parallelism: each subtask keeps the offsets of the partitions it owns in
+// its own state, and a subtask restored at another parallelism would not
+// get the states of every partition it owns now.
+func checkKafkaRescale(m *checkpoint.Metadata, cfg Config) error {
+	for i := range cfg.Graph.Vertices {
+		v := &cfg.Graph.Vertices[i]
+		if v.Connector != jobgraph.ConnectorKafkaSource {
+			continue
+		}
+		now := jobgraph.ParallelismOf(v, max(cfg.DefaultParallelism, 1))
+		for _, t := range m.Tasks {
+			if len(t.Vertices) > 0 && t.Vertices[0] == v.ID && t.Parallelism != now {
+				return fmt.Errorf("checkpoint %d of job %s ran kafka source %d (%s) at parallelism %d, this job at %d: a kafka source cannot be rescaled (its partitions' offsets are in the state of the subtask that owned them); restore at parallelism %d", m.ID, m.JobID, v.ID, v.Name, t.Parallelism, now, t.Parallelism)
+			}
 		}
 	}
 	return nil
@@ -640,6 +663,9 @@ func (jm *JobMaster) setRestorePoint() {
 		if jm.restore != nil {
 			if rest, ok := jm.restore.Sources[v.ID]; ok {
 				jm.base[v.ID] = slices.Clone(rest)
+				if known, ok := jm.restore.Discovered[v.ID]; ok && v.Connector == jobgraph.ConnectorKafkaSource {
+					jm.base[v.ID] = kafkaBase(rest, jm.cfg.Splits[v.ID], known)
+				}
 				continue
 			}
 		}
@@ -1267,7 +1293,7 @@ func (jm *JobMaster) onRestart(attempt int64) {
 	jm.unreachable = nil // the pool holds their slots back until they heartbeat
 	jm.execs = nil
 	jm.byID = map[string]*execution{}
-	jm.splits = nil
+	jm.splits, jm.handed = nil, nil
 	jm.accumulators = map[string]int64{}
 	jm.finalParts, jm.finalErr = nil, ""
 	jm.setState(Running)
@@ -1369,6 +1395,9 @@ func (jm *JobMaster) onSplit(r control.SplitRequest) splitReply {
 		jm.splits = map[int]int{}
 	}
 	all := jm.base[r.VertexID]
+	if v, _ := x.task.textSource(); v.Connector == jobgraph.ConnectorKafkaSource {
+		return jm.kafkaSplit(r, x.task.parallelism, all)
+	}
 	i := jm.splits[r.VertexID]
 	if i >= len(all) {
 		// A following source waits for its relists, a subtask of an

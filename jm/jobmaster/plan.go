@@ -97,8 +97,8 @@ func producersPerConsumer(e taskEdge) int {
 }
 
 // textSource returns the source vertex at t's head that reads splits the
-// JobMaster hands out (a text or a nexmark connector), if any.
+// JobMaster hands out (a text, nexmark or kafka connector), if any.
 func (t *task) textSource() (jobgraph.Vertex, bool) {
 	v := t.vertices[0]
-	return v, v.Kind == jobgraph.KindSource && (v.Connector == jobgraph.ConnectorText || v.Connector == jobgraph.ConnectorNexmark)
+	return v, v.Kind == jobgraph.KindSource && (v.Connector == jobgraph.ConnectorText || v.Connector == jobgraph.ConnectorNexmark || v.Connector == jobgraph.ConnectorKafkaSource)
 }

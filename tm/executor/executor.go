@@ -662,7 +662,7 @@ func (e *Executor) runTask(ctx context.Context, rt *runningTask, rep *reporter, 
 	if rt.meter != nil {
 		deps.Metrics = rt.meter.m
 	}
-	if len(d.Chain) > 0 && (d.Chain[0].Connector == jobgraph.ConnectorText || d.Chain[0].Connector == jobgraph.ConnectorNexmark) {
+	if len(d.Chain) > 0 && (d.Chain[0].Connector == jobgraph.ConnectorText || d.Chain[0].Connector == jobgraph.ConnectorNexmark || d.Chain[0].Connector == jobgraph.ConnectorKafkaSource) {
 		deps.Splits = &splitSource{jms: e.cfg.JobMasters, d: d, vertexID: d.Chain[0].ID}
 	}
 	return task.Run(ctx, spec, deps)

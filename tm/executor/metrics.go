@@ -35,7 +35,7 @@ type TaskStat struct {
 	// the names, head first.
 	Task      string
 	Operators []string
-	// SourceHead: the chain's head is a host source (the text source),
+	// SourceHead: the chain's head is a host source (text, nexmark, kafka),
 	// whose records out are the task's records in; SinkTail: its tail is a
 	// host sink, whose records in are the task's records out.
 	SourceHead, SinkTail bool
@@ -154,7 +154,7 @@ func taskStat(d control.Deployment, m control.TaskMetrics, ended bool) TaskStat 
 		Task: strings.Join(ops, " -> "), Operators: ops, Subtask: d.Subtask, Ended: ended, Metrics: m,
 	}
 	if n := len(d.Chain); n > 0 {
-		st.SourceHead = d.Chain[0].Connector == jobgraph.ConnectorText || d.Chain[0].Connector == jobgraph.ConnectorNexmark
+		st.SourceHead = d.Chain[0].Connector == jobgraph.ConnectorText || d.Chain[0].Connector == jobgraph.ConnectorNexmark || d.Chain[0].Connector == jobgraph.ConnectorKafkaSource
 		switch d.Chain[n-1].Connector {
 		case jobgraph.ConnectorCollect, jobgraph.ConnectorFile, jobgraph.ConnectorBlackhole:
 			st.SinkTail = true

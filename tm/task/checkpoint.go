@@ -230,11 +230,13 @@ func (t *task) takeCheckpoint(ctx context.Context, id int64, pos *checkpoint.Sou
 		st := t.inst.State()
 		t.snapshotPoison(st)
 		t.snapshotJetStream(st, id)
+		t.snapshotKafka(st, id)
 		j.state = st.Freeze()
 		_, j.kgStart, j.kgEnd = st.KeyGroups()
 		t.markBase(id)
 	} else if t.hostState != nil {
 		t.snapshotJetStream(t.hostState, id)
+		t.snapshotKafka(t.hostState, id)
 		j.state = t.hostState.Freeze()
 		_, j.kgStart, j.kgEnd = t.hostState.KeyGroups()
 	}

@@ -20,6 +20,10 @@
 // (see checkpoint.go). The transactional file sink (filesink.go) writes
 // part files that the JobMaster commits.
 //
+// Host connectors to outside systems: the JetStream source and sink
+// (jetstream.go) and the Kafka source (kafka.go), each keeping its
+// position in a host entry of the task's state.
+//
 // Its inputs and outputs are internal/control's specs and its splits are
 // checkpoint.Split, as the JobMaster sent them. It must not import jm,
 // idl/kitex_gen or Kitex; tm/executor drives it.

@@ -26,8 +26,10 @@ func (t *task) awaitSplit(ctx context.Context, src *source, flush func() error) 
 	defer timer.Stop()
 	var tick <-chan time.Time
 	if t.et.splits != nil {
-		if !t.inSplit && len(t.finishedSplits) == 0 {
-			t.et.splits.Unassigned()
+		if t.nexmarkHead {
+			// A subtask of an unbounded generator beyond its timelines:
+			// nothing to hold event time back with.
+			t.et.splits.IdleWhenEmpty()
 		}
 		// Idleness and watermarks go on while no split is read.
 		tk := time.NewTicker(t.et.strategy.Interval)

@@ -83,23 +83,7 @@ func (t *task) runJetStream(ctx context.Context) error {
 		return fmt.Errorf("task %s: read jetstream stream %q: %w", t.spec.ExecutionID, set.Stream, err)
 	}
 	var recs []abi.Record
-	flush := func() error {
-		if len(recs) == 0 {
-			return t.sourceTick(ctx, false)
-		}
-		n := 0
-		for i := range recs {
-			n += len(recs[i].Value)
-		}
-		t.met.addIn(0, n)
-		err := t.process(ctx, recs, abi.AppendBatch(nil, recs))
-		clear(recs)
-		recs = recs[:0]
-		if err == nil {
-			err = t.sourceTick(ctx, false)
-		}
-		return err
-	}
+	flush := t.recordFlush(ctx, &recs)
 	src := &source{flush: flush}
 	it, err := cons.Messages()
 	if err != nil {
@@ -142,6 +126,31 @@ func (t *task) runJetStream(ctx context.Context) error {
 				return err
 			}
 		}
+	}
+}
+
+// recordFlush returns a host source's flush: the records it gathered in
+// *recs go to the chain (their bytes counted), *recs is emptied, and the
+// watermark tick runs.
+func (t *task) recordFlush(ctx context.Context, recs *[]abi.Record) func() error {
+	return func() error {
+		if len(*recs) == 0 {
+			return t.sourceTick(ctx, false)
+		}
+		n := 0
+		for i := range *recs {
+			n += len((*recs)[i].Value)
+		}
+		t.met.addIn(0, n)
+		// Not encoded here: a chain without guest code needs no encoding,
+		// and a guest's Process encodes into its memory directly.
+		err := t.process(ctx, *recs, nil)
+		clear(*recs)
+		*recs = (*recs)[:0]
+		if err == nil {
+			err = t.sourceTick(ctx, false)
+		}
+		return err
 	}
 }
 
@@ -498,7 +507,7 @@ func (s *jetStreamSink) close() {
 }
 
 // openHostState gives a chain without guest operators a state for its
-// JetStream connectors, restored from the checkpoint when there is one.
+// JetStream and Kafka connectors, restored from the checkpoint when there is one.
 func (t *task) openHostState(ctx context.Context) error {
 	if t.spec.Restore == nil {
 		maxP := t.spec.MaxParallelism
@@ -514,5 +523,8 @@ func (t *task) openHostState(ctx context.Context) error {
 		return err
 	}
 	t.hostState = st
-	return t.restoreJetStream(st)
+	if err := t.restoreJetStream(st); err != nil {
+		return err
+	}
+	return t.restoreKafka(st)
 }

@@ -96,6 +96,9 @@ type Deps struct {
 	// Metrics, when set, counts what the task does (see Metrics); nil
 	// counts nothing.
 	Metrics *Metrics
+	// KafkaGiveUp is how long a kafka source goes on without an answer
+	// from any broker before it fails; zero means DefaultKafkaGiveUp.
+	KafkaGiveUp time.Duration
 }
 
 // Result is what a FINISHED task hands back.
@@ -157,6 +160,7 @@ type task struct {
 	jsSink       *jetStreamSink
 	jsNext       uint64          // the jetstream source's next stream sequence; 0: its start
 	hostState    *wasmhost.State // a chain without guest operators: the connectors' state
+	kafka        *kafkaSource    // the head is a kafka source (kafka.go)
 	guest        []jobgraph.Vertex
 
 	mod     *wasmhost.Module
@@ -287,6 +291,10 @@ func (t *task) validate() error {
 			t.nexmarkHead = true
 		case v.Connector == jobgraph.ConnectorJetStreamSource && i == 0:
 			t.jsHead = true
+		case v.Connector == jobgraph.ConnectorKafkaSource && i == 0:
+			if err := t.newKafkaSource(v); err != nil {
+				return err
+			}
 		case v.Connector == jobgraph.ConnectorJetStreamSink && i == len(s.Chain)-1:
 			t.jsSinkEnd = &s.Chain[i]
 		case v.Connector == jobgraph.ConnectorCollect && i == len(s.Chain)-1:
@@ -317,9 +325,11 @@ func (t *task) validate() error {
 		return errors.New("a nexmark source task has inputs")
 	case t.jsHead && len(s.Inputs) > 0:
 		return errors.New("a jetstream source task has inputs")
+	case t.kafka != nil && (len(s.Inputs) > 0 || t.deps.Splits == nil):
+		return errors.New("a kafka source task has inputs or no Deps.Splits")
 	case t.jsSinkEnd != nil && len(s.Outputs) > 0:
 		return errors.New("a jetstream sink task has outputs")
-	case !t.textHead && !t.nexmarkHead && !t.jsHead && !t.guestSource() && len(s.Inputs) == 0:
+	case !t.textHead && !t.nexmarkHead && !t.jsHead && t.kafka == nil && !t.guestSource() && len(s.Inputs) == 0:
 		return errors.New("the chain's head is not a source and the task has no inputs")
 	case t.collectEnd && len(s.Outputs) > 0:
 		return errors.New("a collect sink task has outputs")
@@ -347,7 +357,7 @@ func (t *task) validate() error {
 }
 
 func (t *task) guestSource() bool {
-	return !t.textHead && !t.nexmarkHead && !t.jsHead && len(t.guest) > 0 && t.guest[0].Kind == jobgraph.KindSource
+	return !t.textHead && !t.nexmarkHead && !t.jsHead && t.kafka == nil && len(t.guest) > 0 && t.guest[0].Kind == jobgraph.KindSource
 }
 
 func (t *task) name() string {
@@ -379,7 +389,7 @@ func (t *task) open(ctx context.Context) error {
 			return err
 		}
 	}
-	if len(t.guest) == 0 && (t.jsHead || t.jsSinkEnd != nil) {
+	if len(t.guest) == 0 && (t.jsHead || t.jsSinkEnd != nil || t.kafka != nil) {
 		if err := t.openHostState(ctx); err != nil {
 			return err
 		}
@@ -401,6 +411,9 @@ func (t *task) open(ctx context.Context) error {
 			}
 			t.restorePoison(state)
 			if err := t.restoreJetStream(state); err != nil {
+				return err
+			}
+			if err := t.restoreKafka(state); err != nil {
 				return err
 			}
 			t.encodeBase(state)
@@ -574,6 +587,8 @@ func (t *task) run(ctx context.Context) error {
 		return t.runNexmark(ctx)
 	case t.jsHead:
 		return t.runJetStream(ctx)
+	case t.kafka != nil:
+		return t.runKafka(ctx)
 	case t.guestSource():
 		return t.runGuestSource(ctx)
 	case len(t.gates) == 1:

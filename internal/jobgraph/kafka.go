@@ -9,10 +9,11 @@ import (
 	"time"
 )
 
-// Host connectors for Kafka. Their settings are parsed and checked at
-// submission (kafkaconn.Check), but the TaskManager does not run them yet,
-// so ConnectorKind does not know them and Validate refuses a graph that
-// uses them as having an unknown connector.
+// Host connectors for Kafka (docs/ABI.md section 5). Their settings are
+// parsed and checked at submission (kafkaconn.Check). The TaskManager runs
+// the sink; the source it does not run yet, so ConnectorKind does not know
+// it and Validate refuses a graph that uses it as having an unknown
+// connector.
 const (
 	// ConnectorKafkaSource reads the partitions of Kafka topics; the
 	// offsets are the source's position in the checkpoint.

@@ -514,5 +514,8 @@ func (t *task) openHostState(ctx context.Context) error {
 		return err
 	}
 	t.hostState = st
-	return t.restoreJetStream(st)
+	if err := t.restoreJetStream(st); err != nil {
+		return err
+	}
+	return t.restoreKafka(st)
 }

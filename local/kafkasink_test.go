@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/sluicehq/sluice/internal/jobconfig"
 	"github.com/sluicehq/sluice/internal/testutil"
 	"github.com/sluicehq/sluice/jm"
@@ -50,57 +47,15 @@ func kafkaSinkSubmit(t *testing.T, c localtest.Cluster, conf map[string]string, 
 	return cl.SubmitJob(ctx, client.JobSpec{ModuleDigest: digest, Args: args, Parallelism: 2, Config: config})
 }
 
-// kafkaOut reads the topic "out" with the isolation level until it holds
-// at least want records (and what one more poll brings): the count of
-// each value.
-func kafkaOut(t *testing.T, brokers string, committed bool, want int) map[string]int {
+// kafkaOut reads the topic out with the isolation level until it holds
+// at least want records: the count of each value.
+func kafkaOut(t *testing.T, k *testutil.Kafka, committed bool, want int) map[string]int {
 	t.Helper()
-	iso := kgo.ReadUncommitted()
-	if committed {
-		iso = kgo.ReadCommitted()
+	got := map[string]int{}
+	for _, r := range k.Read(t, "out", committed, want) {
+		got[string(r.Value)]++
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.ConsumeTopics("out"), kgo.FetchIsolationLevel(iso),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	got, n := map[string]int{}, 0
-	poll := func(d time.Duration) {
-		ctx, cancel := context.WithTimeout(context.Background(), d)
-		defer cancel()
-		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
-			got[string(r.Value)]++
-			n++
-		})
-	}
-	testutil.CheckFor(t, 3*time.Minute, 0, func() error {
-		poll(time.Second)
-		if n < want {
-			return fmt.Errorf("%d records in out, want %d", n, want)
-		}
-		return nil
-	})
-	poll(500 * time.Millisecond)
 	return got
-}
-
-// kafkaCommitted is how many records of out a read_committed consumer can
-// read now (up to the last stable offsets, control records included).
-func kafkaCommitted(t *testing.T, brokers string) int64 {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	offs, err := kadm.NewClient(cl).ListCommittedOffsets(context.Background(), "out")
-	if err != nil {
-		return 0
-	}
-	var n int64
-	offs.Each(func(o kadm.ListedOffset) { n += o.Offset })
-	return n
 }
 
 // checkEachOnce fails unless got holds n records, each value once (the
@@ -134,9 +89,9 @@ func TestKafkaSinkExactlyOnceAcrossTaskManagerKills(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		before := kafkaCommitted(t, k.Brokers)
+		before := k.EndOffsets(t, "out", true)
 		testutil.CheckFor(t, 2*time.Minute, 20*time.Millisecond, func() error {
-			if got := kafkaCommitted(t, k.Brokers); got <= before {
+			if got := k.EndOffsets(t, "out", true); got <= before {
 				return fmt.Errorf("nothing committed since the last kill (%d)", got)
 			}
 			return nil
@@ -150,7 +105,7 @@ func TestKafkaSinkExactlyOnceAcrossTaskManagerKills(t *testing.T) {
 	if det, err := c.Client().GetJob(context.Background(), id); err != nil || det.Restarts < 3 {
 		t.Fatalf("restarts %d (%v): want at least 3", det.Restarts, err)
 	}
-	checkEachOnce(t, kafkaOut(t, k.Brokers, true, n), n)
+	checkEachOnce(t, kafkaOut(t, k, true, n), n)
 }
 
 // The broker goes away for seconds mid-run and comes back on its data
@@ -165,7 +120,7 @@ func TestKafkaSinkExactlyOnceAcrossABrokerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.CheckFor(t, 2*time.Minute, 20*time.Millisecond, func() error {
-		if kafkaCommitted(t, k.Brokers) == 0 {
+		if k.EndOffsets(t, "out", true) == 0 {
 			return errors.New("nothing committed yet")
 		}
 		return nil
@@ -174,7 +129,7 @@ func TestKafkaSinkExactlyOnceAcrossABrokerRestart(t *testing.T) {
 	time.Sleep(3 * time.Second) // the outage itself, not a wait for a state
 	k.Start()
 	localtest.WaitFinished(t, c, id)
-	checkEachOnce(t, kafkaOut(t, k.Brokers, true, n), n)
+	checkEachOnce(t, kafkaOut(t, k, true, n), n)
 }
 
 // At least once: every event reaches out.
@@ -187,7 +142,7 @@ func TestKafkaSinkAtLeastOnceEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	localtest.WaitFinished(t, c, id)
-	if got := kafkaOut(t, k.Brokers, false, n); len(got) != n {
+	if got := kafkaOut(t, k, false, n); len(got) != n {
 		t.Fatalf("out holds %d distinct events, want %d", len(got), n)
 	}
 }

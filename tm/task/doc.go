@@ -18,7 +18,10 @@
 // it calls the guest's barrier hooks, snapshots its State, forwards the
 // barrier and uploads in the background, answering through Checkpoints
 // (see checkpoint.go). The transactional file sink (filesink.go) writes
-// part files that the JobMaster commits.
+// part files that the JobMaster commits; the JetStream sink (jetstream.go)
+// and the Kafka sink (kafkasink.go) hold each checkpoint's records in the
+// task's state and deliver them when the notification that it completed
+// comes.
 //
 // Its inputs and outputs are internal/control's specs and its splits are
 // checkpoint.Split, as the JobMaster sent them. It must not import jm,

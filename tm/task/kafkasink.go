@@ -55,12 +55,25 @@ type kafkaBatch struct {
 	ready  bool
 }
 
-// kafkaHeld is what one restored entry held: the subtask that held it and
-// its batches, not yet checked against that subtask's marker.
+// kafkaHeld is what one restored entry held: the job and subtask that
+// held it and its batches, not yet checked against that subtask's marker.
 type kafkaHeld struct {
+	job     string
 	holder  int
 	batches []*kafkaBatch
 }
+
+// kafkaMark is a marker: the last checkpoint whose records a subtask
+// committed, and the job it belongs to (the offset's metadata), so the
+// marker of another job that used the prefix is not taken for this one's.
+type kafkaMark struct {
+	id  int64
+	job string
+}
+
+// covers reports whether the marker says job's checkpoint id was
+// committed.
+func (m kafkaMark) covers(job string, id int64) bool { return m.job == job && id <= m.id }
 
 // kafkaSink produces a chain's output to one topic; each record's key,
 // value and time become the Kafka record's (no headers).
@@ -83,6 +96,7 @@ type kafkaHeld struct {
 // under mu.
 type kafkaSink struct {
 	vertex      int
+	job         string
 	subtask     int
 	parallelism int
 	set         jobgraph.KafkaSettings
@@ -125,7 +139,7 @@ func (t *task) newKafkaSink(ctx context.Context, v jobgraph.Vertex) error {
 	if set.TxnPrefix == "" {
 		set.TxnPrefix = fmt.Sprintf("sluice-%s-v%d", t.spec.JobID, v.ID)
 	}
-	s := &kafkaSink{vertex: v.ID, subtask: t.spec.Subtask, parallelism: t.spec.Parallelism, set: set,
+	s := &kafkaSink{vertex: v.ID, job: t.spec.JobID, subtask: t.spec.Subtask, parallelism: t.spec.Parallelism, set: set,
 		client: "sluice " + t.spec.ExecutionID, exactly: set.Delivery == jobgraph.DeliveryExactlyOnce,
 		completed: t.ctl.completedMax, log: t.log, recheck: true,
 		stop: make(chan struct{}), done: make(chan struct{})}
@@ -237,8 +251,8 @@ func (s *kafkaSink) flush(ctx context.Context) error {
 
 // barrier closes the records held for checkpoint id and returns the
 // encoding of every batch not yet committed, for the checkpoint: u32 the
-// holding subtask, then per batch u64 id, u32 chunk count, and each chunk
-// as u32 length and bytes.
+// holding subtask, u32 length and the job id, then per batch u64 id, u32
+// chunk count, and each chunk as u32 length and bytes.
 func (s *kafkaSink) barrier(id int64) []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -247,6 +261,8 @@ func (s *kafkaSink) barrier(id int64) []byte {
 		s.cur = nil
 	}
 	b := binary.LittleEndian.AppendUint32(nil, uint32(s.subtask))
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(s.job)))
+	b = append(b, s.job...)
 	// Restored batches not yet checked against their markers are still
 	// the checkpoint's to keep.
 	for _, h := range s.held {
@@ -306,11 +322,12 @@ func (s *kafkaSink) restore(b []byte) error {
 }
 
 func decodeKafkaEntry(b []byte) (kafkaHeld, error) {
-	if len(b) < 4 {
+	if len(b) < 8 || uint64(len(b)-8) < uint64(binary.LittleEndian.Uint32(b[4:])) {
 		return kafkaHeld{}, errors.New("truncated kafka sink entry")
 	}
-	h := kafkaHeld{holder: int(binary.LittleEndian.Uint32(b))}
-	b = b[4:]
+	n := binary.LittleEndian.Uint32(b[4:])
+	h := kafkaHeld{holder: int(binary.LittleEndian.Uint32(b)), job: string(b[8 : 8+n])}
+	b = b[8+n:]
 	for len(b) > 0 {
 		if len(b) < 12 {
 			return kafkaHeld{}, errors.New("truncated kafka sink batch header")
@@ -339,28 +356,12 @@ func decodeKafkaEntry(b []byte) (kafkaHeld, error) {
 // stopped; a failure that lasts kafkaGiveUp fails the sink.
 func (s *kafkaSink) committer() {
 	defer close(s.done)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	var failingSince time.Time
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-tick.C:
-		}
-		err := s.commitReady(s.completed(), false)
-		switch {
-		case err == nil:
-			failingSince = time.Time{}
-		case errors.Is(err, errKafkaSinkClosed):
-			return
-		case failingSince.IsZero():
-			failingSince = time.Now()
+	err := retryEvery(s.stop, kafkaGiveUp, func() error { return s.commitReady(s.completed(), false) },
+		func(err error) {
 			s.log.Warn("kafka sink: commit failed; retrying", "topic", s.set.Topic, "err", err)
-		case time.Since(failingSince) > kafkaGiveUp:
-			s.fail(fmt.Errorf("kafka sink: committing to %q at %s failed for %s: %w; check that Kafka runs", s.set.Topic, s.set.String(), kafkaGiveUp, err))
-			return
-		}
+		})
+	if err != nil {
+		s.fail(fmt.Errorf("kafka sink: committing to %q at %s failed for %s: %w; check that Kafka runs", s.set.Topic, s.set.String(), kafkaGiveUp, err))
 	}
 }
 
@@ -472,8 +473,8 @@ func (s *kafkaSink) recover(ctx context.Context) error {
 			cl.Close()
 		}
 	}
-	marks := map[int]int64{}
-	mark := func(sub int) (int64, error) {
+	marks := map[int]kafkaMark{}
+	mark := func(sub int) (kafkaMark, error) {
 		if m, ok := marks[sub]; ok {
 			return m, nil
 		}
@@ -487,7 +488,7 @@ func (s *kafkaSink) recover(ctx context.Context) error {
 			return err
 		}
 		s.mu.Lock()
-		if m >= u.id && len(s.pending) > 0 && s.pending[0] == u {
+		if m.covers(s.job, u.id) && len(s.pending) > 0 && s.pending[0] == u {
 			s.pending = s.pending[1:]
 		}
 		s.mu.Unlock()
@@ -501,7 +502,7 @@ func (s *kafkaSink) recover(ctx context.Context) error {
 			return err
 		}
 		for _, p := range h.batches {
-			if p.id > m {
+			if !m.covers(h.job, p.id) {
 				s.pending = appendBatch(s.pending, p)
 			}
 		}
@@ -527,24 +528,24 @@ func (s *kafkaSink) initTxn(ctx context.Context, sub int) (*kgo.Client, error) {
 	return cl, nil
 }
 
-// marker returns the last checkpoint whose records subtask sub committed,
-// -1 if none.
-func (s *kafkaSink) marker(ctx context.Context, adm *kadm.Client, sub int) (int64, error) {
-	offs, err := adm.FetchOffsets(ctx, s.markerGroup(sub))
+// marker returns subtask sub's marker, id -1 if it has none.
+func (s *kafkaSink) marker(ctx context.Context, adm *kadm.Client, sub int) (kafkaMark, error) {
+	// Stable: a pending transactional commit of the marker is waited for.
+	offs, err := adm.FetchOffsets(kadm.RequireStable(ctx), s.markerGroup(sub))
 	if errors.Is(err, kerr.GroupIDNotFound) {
-		return -1, nil
+		return kafkaMark{id: -1}, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("read the commit marker of group %q: %w", s.markerGroup(sub), err)
+		return kafkaMark{}, fmt.Errorf("read the commit marker of group %q: %w", s.markerGroup(sub), err)
 	}
 	o, ok := offs.Lookup(s.set.Topic, kafkaMarkerPartition)
 	if !ok {
-		return -1, nil
+		return kafkaMark{id: -1}, nil
 	}
 	if o.Err != nil {
-		return 0, fmt.Errorf("read the commit marker of group %q: %w", s.markerGroup(sub), o.Err)
+		return kafkaMark{}, fmt.Errorf("read the commit marker of group %q: %w", s.markerGroup(sub), o.Err)
 	}
-	return o.At, nil
+	return kafkaMark{id: o.At, job: o.Metadata}, nil
 }
 
 // commit produces p's records in one transaction that also moves this
@@ -612,7 +613,7 @@ func (s *kafkaSink) commitMarker(ctx context.Context, cl *kgo.Client, id int64) 
 	tt := kmsg.NewTxnOffsetCommitRequestTopic()
 	tt.Topic, tt.TopicID = s.set.Topic, s.topicID
 	tp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
-	tp.Partition, tp.Offset = kafkaMarkerPartition, id
+	tp.Partition, tp.Offset, tp.Metadata = kafkaMarkerPartition, id, &s.job
 	tt.Partitions = append(tt.Partitions, tp)
 	tc.Topics = append(tc.Topics, tt)
 	tr, err := tc.RequestWith(ctx, cl)

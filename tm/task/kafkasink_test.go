@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice/blob"
@@ -27,7 +26,7 @@ import (
 // restore: its holder and every batch not yet committed, with each
 // record's key, value and time; batches of one checkpoint merge.
 func TestKafkaSinkEntryRoundTrip(t *testing.T) {
-	s := &kafkaSink{subtask: 3, exactly: true}
+	s := &kafkaSink{subtask: 3, job: "j7", exactly: true}
 	recs := []abi.Record{{Key: []byte("k"), HasKey: true, Value: []byte("v1"), Time: 42, HasTime: true}, {Value: []byte("v2")}}
 	s.cur = [][]byte{abi.AppendBatch(nil, recs[:1]), abi.AppendBatch(nil, recs[1:])}
 	s.barrier(7)
@@ -38,7 +37,7 @@ func TestKafkaSinkEntryRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.holder != 3 || len(h.batches) != 2 || h.batches[0].id != 7 || h.batches[1].id != 8 || !h.batches[0].ready {
+	if h.holder != 3 || h.job != "j7" || len(h.batches) != 2 || h.batches[0].id != 7 || h.batches[1].id != 8 || !h.batches[0].ready {
 		t.Fatalf("restored holder %d, %d batches %+v; want holder 3, ready batches 7 and 8", h.holder, len(h.batches), h.batches)
 	}
 	var got []abi.Record
@@ -51,10 +50,15 @@ func TestKafkaSinkEntryRoundTrip(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(recs) {
 		t.Fatalf("batch 7 holds %+v, want %+v", got, recs)
 	}
-	for _, bad := range [][]byte{enc[:2], enc[:10], enc[:len(enc)-1]} {
+	for _, bad := range [][]byte{enc[:2], enc[:9], enc[:20], enc[:len(enc)-1]} {
 		if _, err := decodeKafkaEntry(bad); err == nil {
 			t.Fatalf("restore of %d truncated bytes: no error", len(bad))
 		}
+	}
+
+	// A marker covers its own job's checkpoints only.
+	if m := (kafkaMark{id: 5, job: "j7"}); !m.covers("j7", 5) || m.covers("j7", 6) || m.covers("j8", 1) {
+		t.Fatalf("marker %+v covers the wrong checkpoints", m)
 	}
 
 	merged := appendBatch(appendBatch(nil, &kafkaBatch{id: 8, chunks: [][]byte{{1}}}), &kafkaBatch{id: 5})
@@ -79,6 +83,8 @@ type kafkaSinkTask struct {
 	acks *fakeAcks
 	w    *exchange.ResultWriter
 	n    int // runs started, for the result ids
+	job  string
+	val  string // the values' prefix
 }
 
 func newKafkaSinkTask(t *testing.T, delivery string) *kafkaSinkTask {
@@ -91,7 +97,7 @@ func newKafkaSinkTask(t *testing.T, delivery string) *kafkaSinkTask {
 			logs.mu.Unlock()
 		}
 	})
-	return &kafkaSinkTask{t: t, k: k, store: openStore(t), m: newManager(t), logs: logs, conf: map[string]string{
+	return &kafkaSinkTask{t: t, k: k, job: "job1", val: "v", store: openStore(t), m: newManager(t), logs: logs, conf: map[string]string{
 		jobgraph.ConfigKafkaBrokers: k.Brokers, jobgraph.ConfigKafkaTopic: "out",
 		jobgraph.ConfigKafkaDelivery: delivery, jobgraph.ConfigKafkaTxnPrefix: "tp",
 	}}
@@ -102,7 +108,7 @@ func (k *kafkaSinkTask) start(ctx context.Context, ack *checkpoint.Ack) {
 	k.n++
 	rid := fmt.Sprint("in", k.n)
 	spec := Spec{
-		ExecutionID: fmt.Sprint("sink-", k.n), JobID: "job1", Tenant: "acme", Parallelism: 1, MaxParallelism: 128,
+		ExecutionID: fmt.Sprint("sink-", k.n), JobID: k.job, Tenant: "acme", Parallelism: 1, MaxParallelism: 128,
 		Chain:  []jobgraph.Vertex{{ID: 3, Name: "out", Kind: jobgraph.KindSink, Connector: jobgraph.ConnectorKafkaSink, Config: k.conf}},
 		Inputs: []control.InputSpec{{ResultID: rid, Producers: 1}},
 	}
@@ -118,7 +124,7 @@ func (k *kafkaSinkTask) start(ctx context.Context, ack *checkpoint.Ack) {
 func (k *kafkaSinkTask) write(ctx context.Context, from, to int) {
 	var recs []abi.Record
 	for i := from; i < to; i++ {
-		recs = append(recs, abi.Record{Key: fmt.Appendf(nil, "k%d", i%5), HasKey: true, Value: fmt.Appendf(nil, "v%d", i), Time: int64(1000 + i), HasTime: true})
+		recs = append(recs, abi.Record{Key: fmt.Appendf(nil, "k%d", i%5), HasKey: true, Value: fmt.Appendf(nil, "%s%d", k.val, i), Time: int64(1000 + i), HasTime: true})
 	}
 	must(k.t, k.w.Write(ctx, recs))
 }
@@ -140,58 +146,18 @@ func (k *kafkaSinkTask) checkpoint(ctx context.Context, id int64) checkpoint.Ack
 
 // kafkaRead returns the values in topic out that a consumer of the
 // isolation level sees, once it has seen at least want of them (and what
-// one more poll brings).
-func kafkaRead(t *testing.T, brokers string, committed bool, want int) []string {
+// one more poll brings), sorted; each must have its record's key and time.
+func kafkaRead(t *testing.T, k *testutil.Kafka, committed bool, want int) []string {
 	t.Helper()
-	iso := kgo.ReadUncommitted()
-	if committed {
-		iso = kgo.ReadCommitted()
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.ConsumeTopics("out"), kgo.FetchIsolationLevel(iso),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	var got []string
-	poll := func(d time.Duration) {
-		ctx, cancel := context.WithTimeout(context.Background(), d)
-		defer cancel()
-		fs := cl.PollFetches(ctx)
-		fs.EachRecord(func(r *kgo.Record) {
-			got = append(got, string(r.Value))
-			if r.Timestamp.UnixMilli() < 1000 || len(r.Key) == 0 {
-				t.Errorf("record %q: key %q time %v, want the record's own", r.Value, r.Key, r.Timestamp)
-			}
-		})
-	}
-	testutil.CheckFor(t, time.Minute, 0, func() error {
-		poll(time.Second)
-		if len(got) < want {
-			return fmt.Errorf("%d records, want %d", len(got), want)
+	for _, r := range k.Read(t, "out", committed, want) {
+		got = append(got, string(r.Value))
+		if r.Timestamp.UnixMilli() < 1000 || len(r.Key) == 0 {
+			t.Errorf("record %q: key %q time %v, want the record's own", r.Value, r.Key, r.Timestamp)
 		}
-		return nil
-	})
-	poll(500 * time.Millisecond)
+	}
 	sort.Strings(got)
 	return got
-}
-
-// produced is how many records the topic holds, committed or not.
-func produced(t *testing.T, brokers string) int64 {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(context.Background(), "out")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
-	return n
 }
 
 func values(from, to int) []string {
@@ -220,17 +186,17 @@ func TestKafkaSinkTwoPhaseCommit(t *testing.T) {
 	k.write(ctx, 0, 100)
 	k.checkpoint(ctx, 1)
 	k.write(ctx, 100, 120)
-	if n := produced(t, k.k.Brokers); n != 0 {
+	if n := k.k.EndOffsets(t, "out", false); n != 0 {
 		t.Fatalf("%d records produced before checkpoint 1 completed, want none", n)
 	}
 	must(t, k.ctl.Notify(1, true))
-	if got := kafkaRead(t, k.k.Brokers, true, 100); !slices.Equal(got, values(0, 100)) {
+	if got := kafkaRead(t, k.k, true, 100); !slices.Equal(got, values(0, 100)) {
 		t.Fatalf("after checkpoint 1: %q, want v0..v99", got)
 	}
 	k.write(ctx, 120, 150)
 	must(t, k.w.Finish(ctx))
 	k.run.wait(t)
-	exactlyOnce(t, kafkaRead(t, k.k.Brokers, true, 150), 150)
+	exactlyOnce(t, kafkaRead(t, k.k, true, 150), 150)
 }
 
 // The task fails after a checkpoint completed: before the sink committed
@@ -259,7 +225,7 @@ func TestKafkaSinkExactlyOnceAcrossFailures(t *testing.T) {
 			k.write(ctx, 100, 130) // after the barrier: replayed by the source
 			if tc.committed {
 				must(t, k.ctl.Notify(1, true))
-				kafkaRead(t, k.k.Brokers, true, 100)
+				kafkaRead(t, k.k, true, 100)
 			}
 			kill()
 			if err := k.run.failed(); !errors.Is(err, context.Canceled) {
@@ -286,37 +252,49 @@ func TestKafkaSinkExactlyOnceAcrossFailures(t *testing.T) {
 			k.write(ctx, 150, 160)
 			must(t, k.w.Finish(ctx))
 			k.run.wait(t)
-			exactlyOnce(t, kafkaRead(t, k.k.Brokers, true, 160), 160)
+			exactlyOnce(t, kafkaRead(t, k.k, true, 160), 160)
 		})
 	}
 }
 
 // The broker goes away while a completed checkpoint waits to be committed
 // and comes back on its data dir: the sink retries, and commits each
-// record once.
+// record once. An earlier job used the same prefix and got further in its
+// checkpoints: its marker must not pass for this job's.
 func TestKafkaSinkAcrossABrokerRestart(t *testing.T) {
 	ctx := context.Background()
 	k := newKafkaSinkTask(t, jobgraph.DeliveryExactlyOnce)
+	k.job, k.val = "job0", "old"
+	k.start(ctx, nil)
+	for id := range int64(5) {
+		k.write(ctx, 0, 1)
+		k.checkpoint(ctx, id+1)
+	}
+	must(t, k.ctl.Notify(5, true))
+	must(t, k.w.Finish(ctx))
+	k.run.wait(t)
+	k.job, k.val = "job1", "v"
+
 	k.start(ctx, nil)
 	k.write(ctx, 0, 100)
 	k.checkpoint(ctx, 1)
-	must(t, k.ctl.Notify(1, true))
-	kafkaRead(t, k.k.Brokers, true, 100)
-	k.write(ctx, 100, 200)
-	k.checkpoint(ctx, 2)
 	k.k.Stop()
-	must(t, k.ctl.Notify(2, true))
+	must(t, k.ctl.Notify(1, true))
 	testutil.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
 		if !k.logs.saw("kafka sink: commit failed; retrying") {
 			return errors.New("the sink has not failed to commit yet")
 		}
 		return nil
 	})
-	k.write(ctx, 200, 250)
+	k.write(ctx, 100, 200)
 	k.k.Start()
+	k.checkpoint(ctx, 2)
+	must(t, k.ctl.Notify(2, true))
+	k.write(ctx, 200, 250)
 	must(t, k.w.Finish(ctx))
 	k.run.wait(t)
-	exactlyOnce(t, kafkaRead(t, k.k.Brokers, true, 250), 250)
+	got := slices.DeleteFunc(kafkaRead(t, k.k, true, 255), func(v string) bool { return strings.HasPrefix(v, "old") })
+	exactlyOnce(t, got, 250)
 }
 
 // At least once: a barrier waits until the broker stored every record
@@ -329,7 +307,7 @@ func TestKafkaSinkAtLeastOnce(t *testing.T) {
 	k.start(actx, nil)
 	k.write(ctx, 0, 100)
 	k.checkpoint(ctx, 1)
-	if n := produced(t, k.k.Brokers); n < 100 {
+	if n := k.k.EndOffsets(t, "out", false); n < 100 {
 		t.Fatalf("%d records stored when checkpoint 1 was acknowledged, want all 100", n)
 	}
 	k.write(ctx, 100, 130)
@@ -339,7 +317,7 @@ func TestKafkaSinkAtLeastOnce(t *testing.T) {
 	k.write(ctx, 100, 150)
 	must(t, k.w.Finish(ctx))
 	k.run.wait(t)
-	got := slices.Compact(kafkaRead(t, k.k.Brokers, false, 150))
+	got := slices.Compact(kafkaRead(t, k.k, false, 150))
 	if want := values(0, 150); !slices.Equal(got, want) {
 		t.Fatalf("the topic holds %q, want each of v0..v149 at least once", got)
 	}

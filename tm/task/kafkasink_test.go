@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice/blob"
@@ -116,6 +117,9 @@ func (k *kafkaSinkTask) start(ctx context.Context, ack *checkpoint.Ack) {
 		spec.Restore = &checkpoint.TaskRestore{CheckpointID: ack.CheckpointID, States: []checkpoint.StateHandle{*ack.State}}
 	}
 	k.ctl, k.acks = NewControl(), &fakeAcks{}
+	k.logs.mu.Lock()
+	k.logs.msgs = nil // what this run logs
+	k.logs.mu.Unlock()
 	k.run = start(ctx, spec, Deps{Blob: k.store, Exchange: k.m, Control: k.ctl, Checkpoints: k.acks, Logger: slog.New(k.logs)})
 	k.w = writer(k.t, k.m, rid, 0, 1, jobgraph.Forward)
 }
@@ -274,8 +278,29 @@ func TestKafkaSinkAcrossABrokerRestart(t *testing.T) {
 	must(t, k.w.Finish(ctx))
 	k.run.wait(t)
 	k.job, k.val = "job1", "v"
+	txnOf := func() string {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(k.k.Brokers))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		ds, err := kadm.NewClient(cl).DescribeTransactions(ctx, "tp-0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(ds["tp-0"].ProducerID, ds["tp-0"].ProducerEpoch)
+	}
+	job0 := txnOf()
 
 	k.start(ctx, nil)
+	// The sink's recovery initialised the transactional id: the failure
+	// below is a commit's.
+	testutil.CheckFor(t, 20*time.Second, 5*time.Millisecond, func() error {
+		if txnOf() == job0 {
+			return errors.New("the sink has not initialised tp-0 yet")
+		}
+		return nil
+	})
 	k.write(ctx, 0, 100)
 	k.checkpoint(ctx, 1)
 	k.k.Stop()

@@ -10,11 +10,9 @@ import (
 	"time"
 )
 
-// Host connectors for Kafka. Their settings are parsed and checked at
-// submission (kafkaconn.Check). The TaskManager runs the source (tm/task's
-// kafka.go), so ConnectorKind knows it; it does not run the sink yet, so
-// Validate refuses a graph with a kafka-sink as having an unknown
-// connector.
+// Host connectors for Kafka (docs/ABI.md section 5). Their settings are
+// parsed and checked at submission (kafkaconn.Check); the TaskManager runs
+// both (tm/task's kafka.go and kafkasink.go).
 const (
 	// ConnectorKafkaSource reads the partitions of Kafka topics; the
 	// offsets are the source's position in the checkpoint.
@@ -72,6 +70,10 @@ const (
 	// headers into its records (docs/ABI.md section 2: bit 2), for a guest
 	// that reads them.
 	ConfigKafkaHeaders = "headers"
+	// ConfigKafkaTopicHeader is a sink's header key whose value, in a
+	// record that carries it, names the topic the record goes to instead
+	// of the sink's topic (the header itself is not produced).
+	ConfigKafkaTopicHeader = "topic-header"
 )
 
 // Kafka start modes (ConfigKafkaStart).
@@ -102,9 +104,10 @@ type KafkaSettings struct {
 	Headers       bool // records carry the Kafka headers
 	Discovery     time.Duration
 	// Sinks.
-	Topic     string
-	Delivery  string // DeliveryExactlyOnce or DeliveryAtLeastOnce
-	TxnPrefix string // "" until the task sets the default
+	Topic       string
+	TopicHeader string // "": every record goes to Topic
+	Delivery    string // DeliveryExactlyOnce or DeliveryAtLeastOnce
+	TxnPrefix   string // "" until the task sets the default
 	// Connection.
 	SASL     string
 	User     string
@@ -230,6 +233,11 @@ func (v *Vertex) Kafka() (KafkaSettings, error) {
 				return bad(k, "topic %q %s", val, why)
 			}
 			s.Topic = val
+		case k == ConfigKafkaTopicHeader && sink:
+			if val == "" || len(val) > 255 {
+				return bad(k, "%q: want a header key of 1 to 255 bytes", val)
+			}
+			s.TopicHeader = val
 		case k == ConfigKafkaDelivery && sink:
 			if val != DeliveryExactlyOnce && val != DeliveryAtLeastOnce {
 				return bad(k, "%q: want %q or %q", val, DeliveryExactlyOnce, DeliveryAtLeastOnce)

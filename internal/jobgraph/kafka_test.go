@@ -47,6 +47,9 @@ func TestKafkaSettings(t *testing.T) {
 		{"sink no topic", sink(map[string]string{"brokers": "h:1"}), "no topic"},
 		{"sink bad topic", sink(map[string]string{"brokers": "h:1", "topic": "out/1"}), "has '/' at byte 3"},
 		{"sink bad delivery", sink(map[string]string{"brokers": "h:1", "topic": "o", "delivery": "twice"}), "want \"exactly-once\""},
+		{"sink topic header", sink(map[string]string{"brokers": "h:1", "topic": "o", "topic-header": "route"}), ""},
+		{"sink empty topic header", sink(map[string]string{"brokers": "h:1", "topic": "o", "topic-header": ""}), "want a header key"},
+		{"source topic header", src(map[string]string{"brokers": "h:1", "topics": "a", "topic-header": "route"}), "unknown config key \"topic-header\""},
 		{"sink source key", sink(map[string]string{"brokers": "h:1", "topic": "o", "topics": "a"}), "unknown config key \"topics\""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

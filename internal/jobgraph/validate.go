@@ -53,7 +53,7 @@ func ConnectorKind(connector string) (Kind, bool) {
 	switch connector {
 	case ConnectorText, ConnectorNexmark, ConnectorJetStreamSource, ConnectorKafkaSource:
 		return KindSource, true
-	case ConnectorCollect, ConnectorFile, ConnectorBlackhole, ConnectorJetStreamSink:
+	case ConnectorCollect, ConnectorFile, ConnectorBlackhole, ConnectorJetStreamSink, ConnectorKafkaSink:
 		return KindSink, true
 	}
 	return "", false
@@ -198,7 +198,7 @@ func Validate(g *Graph, defaultParallelism, maxParallelismLimit int) error {
 			k, ok := ConnectorKind(v.Connector)
 			switch {
 			case !ok:
-				bad("%s: unknown connector %s (known: %s, %s, %s, %s, %s, %s, %s, %s)", vname(v), shortQuote(v.Connector), ConnectorText, ConnectorNexmark, ConnectorCollect, ConnectorFile, ConnectorBlackhole, ConnectorJetStreamSource, ConnectorJetStreamSink, ConnectorKafkaSource)
+				bad("%s: unknown connector %s (known: %s, %s, %s, %s, %s, %s, %s, %s, %s)", vname(v), shortQuote(v.Connector), ConnectorText, ConnectorNexmark, ConnectorCollect, ConnectorFile, ConnectorBlackhole, ConnectorJetStreamSource, ConnectorJetStreamSink, ConnectorKafkaSource, ConnectorKafkaSink)
 			case k != v.Kind:
 				bad("%s: connector %q is a %s, not a %s", vname(v), v.Connector, k, v.Kind)
 			case v.Connector == ConnectorFile:
@@ -216,7 +216,7 @@ func Validate(g *Graph, defaultParallelism, maxParallelismLimit int) error {
 				if p := ParallelismOf(v, defaultParallelism); v.Connector == ConnectorJetStreamSource && p != 1 {
 					bad("%s: a jetstream source reads its stream with one reader: set its parallelism to 1, not %d (rebalance after it to spread the work)", vname(v), p)
 				}
-			case v.Connector == ConnectorKafkaSource:
+			case v.Connector == ConnectorKafkaSource || v.Connector == ConnectorKafkaSink:
 				if _, err := v.Kafka(); err != nil {
 					bad("%s: %v", vname(v), err)
 				}

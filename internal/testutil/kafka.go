@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -121,4 +122,63 @@ func KafkaSplits(topic string, n int32) []checkpoint.Split {
 		out = append(out, checkpoint.Split{Key: jobgraph.KafkaSplitKey(topic, p)})
 	}
 	return out
+}
+
+// Read consumes topic from its start, read_committed when committed, until
+// it has seen at least want records (for up to three minutes), then polls
+// once more for any beyond them, and returns them all.
+func (k *Kafka) Read(t testing.TB, topic string, committed bool, want int) []*kgo.Record {
+	t.Helper()
+	iso := kgo.ReadUncommitted()
+	if committed {
+		iso = kgo.ReadCommitted()
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers), kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(iso),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var got []*kgo.Record
+	poll := func(d time.Duration) {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got = append(got, r) })
+	}
+	CheckFor(t, 3*time.Minute, 0, func() error {
+		poll(time.Second)
+		if len(got) < want {
+			return fmt.Errorf("%d records in %s, want %d", len(got), topic, want)
+		}
+		return nil
+	})
+	poll(500 * time.Millisecond)
+	return got
+}
+
+// EndOffsets sums the end offsets of topic's partitions: the high
+// watermarks (every record produced, committed or not), or with committed
+// the last stable offsets (what read_committed can read, transaction
+// markers included). 0 while the broker does not answer.
+func (k *Kafka) EndOffsets(t testing.TB, topic string, committed bool) int64 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	list := adm.ListEndOffsets
+	if committed {
+		list = adm.ListCommittedOffsets
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	offs, err := list(ctx, topic)
+	if err != nil {
+		return 0
+	}
+	var n int64
+	offs.Each(func(o kadm.ListedOffset) { n += o.Offset })
+	return n
 }

@@ -231,17 +231,24 @@ func (t *task) takeCheckpoint(ctx context.Context, id int64, pos *checkpoint.Sou
 		t.snapshotPoison(st)
 		t.snapshotJetStream(st, id)
 		t.snapshotKafka(st, id)
+		t.snapshotKafkaSink(st, id)
 		j.state = st.Freeze()
 		_, j.kgStart, j.kgEnd = st.KeyGroups()
 		t.markBase(id)
 	} else if t.hostState != nil {
 		t.snapshotJetStream(t.hostState, id)
 		t.snapshotKafka(t.hostState, id)
+		t.snapshotKafkaSink(t.hostState, id)
 		j.state = t.hostState.Freeze()
 		_, j.kgStart, j.kgEnd = t.hostState.KeyGroups()
 	}
 	if t.jsSink != nil && !t.jsSink.exactly {
 		if err := t.jsSink.flushAcks(ctx); err != nil {
+			return fmt.Errorf("task %s: %w", t.spec.ExecutionID, err)
+		}
+	}
+	if t.kafkaSink != nil {
+		if err := t.kafkaSink.atBarrier(ctx); err != nil {
 			return fmt.Errorf("task %s: %w", t.spec.ExecutionID, err)
 		}
 	}

@@ -18,7 +18,10 @@
 // it calls the guest's barrier hooks, snapshots its State, forwards the
 // barrier and uploads in the background, answering through Checkpoints
 // (see checkpoint.go). The transactional file sink (filesink.go) writes
-// part files that the JobMaster commits.
+// part files that the JobMaster commits; the JetStream sink (jetstream.go)
+// and the Kafka sink (kafkasink.go) hold each checkpoint's records in the
+// task's state and deliver them when the notification that it completed
+// comes.
 //
 // Host connectors to outside systems: the JetStream source and sink
 // (jetstream.go) and the Kafka source (kafka.go), each keeping its

@@ -393,27 +393,44 @@ func (s *jetStreamSink) failed() error {
 // until stopped.
 func (s *jetStreamSink) publisher() {
 	defer close(s.done)
+	err := retryEvery(s.stop, jsPublishGiveUp, func() error { return s.publishReady(s.completed(), false) },
+		func(err error) {
+			s.log.Warn("jetstream sink: publish failed; retrying", "subject", s.subject, "err", err)
+		})
+	if err != nil {
+		s.mu.Lock()
+		s.err = fmt.Errorf("jetstream sink: publishing to %q failed for %s: %w", s.subject, jsPublishGiveUp, err)
+		s.mu.Unlock()
+	}
+}
+
+// retryEvery runs attempt every 20ms until stop closes (then it returns
+// nil) or attempts have failed for longer than giveUp (then it returns
+// the last error); warn hears the first failure of each run of them.
+func retryEvery(stop <-chan struct{}, giveUp time.Duration, attempt func() error, warn func(error)) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	var failingSince time.Time
 	for {
 		select {
-		case <-s.stop:
-			return
+		case <-stop:
+			return nil
 		case <-tick.C:
 		}
-		err := s.publishReady(s.completed(), false)
+		err := attempt()
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
 		switch {
 		case err == nil:
 			failingSince = time.Time{}
 		case failingSince.IsZero():
 			failingSince = time.Now()
-			s.log.Warn("jetstream sink: publish failed; retrying", "subject", s.subject, "err", err)
-		case time.Since(failingSince) > jsPublishGiveUp:
-			s.mu.Lock()
-			s.err = fmt.Errorf("jetstream sink: publishing to %q failed for %s: %w", s.subject, jsPublishGiveUp, err)
-			s.mu.Unlock()
-			return
+			warn(err)
+		case time.Since(failingSince) > giveUp:
+			return err
 		}
 	}
 }
@@ -526,5 +543,8 @@ func (t *task) openHostState(ctx context.Context) error {
 	if err := t.restoreJetStream(st); err != nil {
 		return err
 	}
-	return t.restoreKafka(st)
+	if err := t.restoreKafka(st); err != nil {
+		return err
+	}
+	return t.restoreKafkaSink(st)
 }

@@ -158,6 +158,8 @@ type task struct {
 	jsHead       bool // the head is a jetstream source (jetstream.go)
 	jsSinkEnd    *jobgraph.Vertex
 	jsSink       *jetStreamSink
+	kafkaSinkEnd *jobgraph.Vertex // the tail is a kafka sink (kafkasink.go)
+	kafkaSink    *kafkaSink
 	jsNext       uint64          // the jetstream source's next stream sequence; 0: its start
 	hostState    *wasmhost.State // a chain without guest operators: the connectors' state
 	kafka        *kafkaSource    // the head is a kafka source (kafka.go)
@@ -297,6 +299,8 @@ func (t *task) validate() error {
 			}
 		case v.Connector == jobgraph.ConnectorJetStreamSink && i == len(s.Chain)-1:
 			t.jsSinkEnd = &s.Chain[i]
+		case v.Connector == jobgraph.ConnectorKafkaSink && i == len(s.Chain)-1:
+			t.kafkaSinkEnd = &s.Chain[i]
 		case v.Connector == jobgraph.ConnectorCollect && i == len(s.Chain)-1:
 			t.collectEnd = true
 		case v.Connector == jobgraph.ConnectorBlackhole && i == len(s.Chain)-1:
@@ -329,6 +333,8 @@ func (t *task) validate() error {
 		return errors.New("a kafka source task has inputs or no Deps.Splits")
 	case t.jsSinkEnd != nil && len(s.Outputs) > 0:
 		return errors.New("a jetstream sink task has outputs")
+	case t.kafkaSinkEnd != nil && len(s.Outputs) > 0:
+		return errors.New("a kafka sink task has outputs")
 	case !t.textHead && !t.nexmarkHead && !t.jsHead && t.kafka == nil && !t.guestSource() && len(s.Inputs) == 0:
 		return errors.New("the chain's head is not a source and the task has no inputs")
 	case t.collectEnd && len(s.Outputs) > 0:
@@ -345,10 +351,10 @@ func (t *task) validate() error {
 		return errors.New("inputs or outputs need Deps.Exchange")
 	case len(t.guest) > 0 && t.deps.Modules == nil:
 		return errors.New("guest operators need Deps.Modules")
-	case len(t.guest) == 0 && !t.collectEnd && !t.fileEnd && !t.blackholeEnd && t.jsSinkEnd == nil && len(s.Outputs) == 0:
+	case len(t.guest) == 0 && !t.collectEnd && !t.fileEnd && !t.blackholeEnd && t.jsSinkEnd == nil && t.kafkaSinkEnd == nil && len(s.Outputs) == 0:
 		return errors.New("the chain has no guest operators and nowhere to send records")
 	}
-	if !t.collectEnd && !t.fileEnd && !t.blackholeEnd && t.jsSinkEnd == nil && len(s.Outputs) == 0 && len(t.guest) > 0 {
+	if !t.collectEnd && !t.fileEnd && !t.blackholeEnd && t.jsSinkEnd == nil && t.kafkaSinkEnd == nil && len(s.Outputs) == 0 && len(t.guest) > 0 {
 		if tail := t.guest[len(t.guest)-1]; tail.Kind != jobgraph.KindSink {
 			return fmt.Errorf("vertex %d (%s) ends the chain but the task has no outputs", tail.ID, tail.Name)
 		}
@@ -389,7 +395,12 @@ func (t *task) open(ctx context.Context) error {
 			return err
 		}
 	}
-	if len(t.guest) == 0 && (t.jsHead || t.jsSinkEnd != nil || t.kafka != nil) {
+	if t.kafkaSinkEnd != nil {
+		if err := t.newKafkaSink(ctx, *t.kafkaSinkEnd); err != nil {
+			return err
+		}
+	}
+	if len(t.guest) == 0 && (t.jsHead || t.jsSinkEnd != nil || t.kafka != nil || t.kafkaSinkEnd != nil) {
 		if err := t.openHostState(ctx); err != nil {
 			return err
 		}
@@ -414,6 +425,9 @@ func (t *task) open(ctx context.Context) error {
 				return err
 			}
 			if err := t.restoreKafka(state); err != nil {
+				return err
+			}
+			if err := t.restoreKafkaSink(state); err != nil {
 				return err
 			}
 			t.encodeBase(state)
@@ -442,7 +456,7 @@ func (t *task) open(ctx context.Context) error {
 // instance too, for its stacks and its Close.
 func (t *task) newInstance(ctx context.Context, state *wasmhost.State) (*wasmhost.Instance, error) {
 	var emit func([]abi.Record) error
-	if t.collectEnd || t.fileEnd || t.blackholeEnd || t.jsSinkEnd != nil || len(t.spec.Outputs) > 0 {
+	if t.collectEnd || t.fileEnd || t.blackholeEnd || t.jsSinkEnd != nil || t.kafkaSinkEnd != nil || len(t.spec.Outputs) > 0 {
 		emit = t.guestEmit
 	}
 	var emitWM func(int64) error
@@ -499,6 +513,9 @@ func (t *task) emit(recs []abi.Record) error {
 	}
 	if t.jsSink != nil {
 		return t.jsSink.write(t.emitCtx, recs)
+	}
+	if t.kafkaSink != nil {
+		return t.kafkaSink.write(t.emitCtx, recs)
 	}
 	if t.blackholeEnd {
 		n := 0
@@ -1004,6 +1021,11 @@ func (t *task) finish(ctx context.Context) error {
 			return fmt.Errorf("task %s: %w", t.spec.ExecutionID, err)
 		}
 	}
+	if t.kafkaSink != nil {
+		if err := t.kafkaSink.finish(ctx, t.lastID+1); err != nil {
+			return fmt.Errorf("task %s: %w", t.spec.ExecutionID, err)
+		}
+	}
 	return nil
 }
 
@@ -1076,5 +1098,8 @@ func (t *task) cleanup(ctx context.Context) {
 	}
 	if t.jsSink != nil {
 		t.jsSink.close()
+	}
+	if t.kafkaSink != nil {
+		t.kafkaSink.close()
 	}
 }

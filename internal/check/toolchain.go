@@ -44,6 +44,10 @@ var guestToolchains = []guestToolchain{
 			_, npmErr := exec.LookPath("npm")
 			return nodeErr != nil || npmErr != nil
 		}},
+	// kcat, the independent client the Kafka tests cross-check with.
+	// (internal/testutil.Kcat reads the same variable; not imported here,
+	// as the test helpers would make this program slow to build.)
+	{lang: "kcat", tests: "Kafka cross-check", packages: "kcat", requireEnv: "SLUICE_REQUIRE_KCAT", works: kcatWorks},
 	// Binaryen's wasm-opt, for the tests of Go guests built with --wasm-opt.
 	{lang: "wasm-opt", packages: guestbuild.WasmOptDebianPackages, requireEnv: guestbuild.RequireWasmOptEnv, works: guestbuild.WasmOptToolchain},
 }
@@ -103,4 +107,12 @@ func aptInstall(ctx context.Context, root string, install []string) error {
 	fmt.Fprintf(os.Stderr, "check: apt-get %s\n", strings.Join(install, " "))
 	_, err = runIn(ctx, root, env, "apt-get", install...)
 	return err
+}
+
+// kcatWorks says why Debian's kcat cannot run, or nil.
+func kcatWorks(ctx context.Context) error {
+	if out, err := exec.CommandContext(ctx, "kcat", "-V").CombinedOutput(); err != nil {
+		return fmt.Errorf("kcat -V: %v\n%s", err, out)
+	}
+	return nil
 }

@@ -1,0 +1,73 @@
+//go:build !wasip1
+
+package guest
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/abi"
+	"github.com/sluicehq/sluice/internal/jobgraph"
+)
+
+// TestUnionGraph: a union is one vertex with an edge from each stream,
+// each edge keeping its stream's partitioner.
+func TestUnionGraph(t *testing.T) {
+	h := withJob(t, func(env *Env) {
+		a := env.TextSource("a")
+		b := env.TextSource("b").SetParallelism(2)
+		c := env.TextSource("c").Broadcast()
+		a.Union("all", b, c).Collect("out")
+	})
+	g := planOf(t, h)
+	if err := jobgraph.Validate(g, 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	u := g.Vertices[3]
+	if u.Name != "all" || u.Kind != jobgraph.KindMap {
+		t.Fatalf("union vertex %+v", u)
+	}
+	in := map[int]jobgraph.Partitioner{}
+	for _, ed := range g.Edges {
+		if ed.Target == u.ID {
+			in[ed.Source] = ed.Partitioner
+		}
+	}
+	want := map[int]jobgraph.Partitioner{1: jobgraph.Forward, 2: jobgraph.Rebalance, 3: jobgraph.Broadcast}
+	if len(in) != len(want) {
+		t.Fatalf("union inputs %v, want %v", in, want)
+	}
+	for src, p := range want {
+		if in[src] != p {
+			t.Errorf("edge from %d: %q, want %q", src, in[src], p)
+		}
+	}
+}
+
+func TestUnionMisuse(t *testing.T) {
+	for name, tc := range map[string]struct {
+		plan func(env *Env)
+		want string
+	}{
+		"no other": {func(env *Env) { env.TextSource("a").Union("u").Collect("o") }, "no other stream"},
+		"twice": {func(env *Env) {
+			a := env.TextSource("a")
+			a.Union("u", a).Collect("o")
+		}, "passed twice"},
+		"sink": {func(env *Env) {
+			a := env.TextSource("a")
+			a.Union("u", env.TextSource("b").Collect("o")).Collect("o2")
+		}, "a sink has no output"},
+		"nil": {func(env *Env) { env.TextSource("a").Union("u", nil).Collect("o") }, "stream 1 is nil"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := withJob(t, tc.plan)
+			if st := doPlan(argsBatch()); st != abi.StatusError {
+				t.Fatalf("status %d, want error", st)
+			}
+			if !strings.Contains(h.failMsg, tc.want) {
+				t.Errorf("fail message %q lacks %q", h.failMsg, tc.want)
+			}
+		})
+	}
+}

@@ -378,6 +378,7 @@ func (in *Instance) Close(ctx context.Context) error {
 	if in.mod != nil {
 		in.mod.Close(context.WithoutCancel(ctx))
 	}
+	in.alloc.release()
 	in.stdout.flush()
 	in.stderr.flush()
 	in.logs.close()

@@ -187,6 +187,7 @@ func (m *Module) instantiate(ctx context.Context, s instanceSetup) (*Instance, e
 	mod, err := m.rt.r.InstantiateModule(ictx, m.compiled, mc)
 	if err != nil {
 		in.failed = in.classify(ctx, "(instantiate)", err, false, false)
+		in.alloc.release()
 		in.logs.close()
 		return nil, in.failed
 	}

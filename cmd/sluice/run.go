@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/blob"
 	"github.com/sluicehq/sluice/internal/guestbuild"
 	"github.com/sluicehq/sluice/internal/jobconfig"
+	"github.com/sluicehq/sluice/internal/jobgraph"
 	"github.com/sluicehq/sluice/local"
 	"github.com/sluicehq/sluice/sdk/client"
 )
@@ -32,6 +33,7 @@ type runFlags struct {
 	progress string
 	tenant   string
 	config   []string
+	secrets  []string // NAME=FILE
 	// fromSavepoint or fromCheckpoint start the job from a savepoint or a
 	// retained checkpoint; checkpointInterval sets its periodic
 	// checkpoints.
@@ -89,6 +91,7 @@ attached run cancels the job.`,
 	fl.IntVar(&f.slots, "slots", 0, "with --local: slots per TaskManager (default: enough for -p)")
 	fl.StringVar(&f.progress, "progress", "auto", "progress line on stderr: auto (when stderr is a terminal), always, never")
 	fl.StringArrayVarP(&f.config, "config", "C", nil, "job config KEY=VALUE (repeatable), e.g. -C restart-strategy.fixed-delay.attempts=3")
+	fl.StringArrayVar(&f.secrets, "job-secret", nil, "job secret NAME=FILE (repeatable): the file's content, without its final newline, is the secret a connector setting names as secret:NAME (sets secret.NAME, kept out of logs and job details)")
 	fl.StringVar(&f.fromSavepoint, "from-savepoint", "", "start the job from this savepoint id (at any parallelism)")
 	fl.StringVar(&f.fromCheckpoint, "from-checkpoint", "", "start the job from this retained checkpoint, JOB/N as sluice checkpoints JOB lists it (at any parallelism)")
 	fl.DurationVar(&f.checkpointInterval, "checkpoint-interval", 0, "take a checkpoint this often, e.g. 1s (sets execution.checkpointing.interval; 0: off)")
@@ -122,6 +125,9 @@ func runJob(cmd *cobra.Command, f runFlags, target string, jobArgs []string) err
 			return usageErr(fmt.Errorf("--config %q: want KEY=VALUE", kv))
 		}
 		config[k] = v
+	}
+	if err := readJobSecrets(f.secrets, config); err != nil {
+		return usageErr(err)
 	}
 	if f.fromSavepoint != "" && f.fromCheckpoint != "" {
 		return usageErr(errors.New("--from-savepoint and --from-checkpoint: start from one of them"))
@@ -413,5 +419,34 @@ func finish(stderr io.Writer, r client.JobResult, out *recordPrinter) error {
 	fmt.Fprintln(stderr)
 	printAccumulators(stderr, r.Accumulators)
 	printHistory(stderr, r.History)
+	return nil
+}
+
+// readJobSecrets sets config's secret.NAME for each --job-secret NAME=FILE
+// to FILE's content without its final line end, so a secret need not be
+// typed on a command line (where ps and shell history would show it).
+func readJobSecrets(specs []string, config map[string]string) error {
+	for _, spec := range specs {
+		name, file, ok := strings.Cut(spec, "=")
+		if !ok || name == "" || file == "" {
+			return fmt.Errorf("--job-secret %q: want NAME=FILE, the file holding the secret", spec)
+		}
+		if why := jobgraph.BadSecretName(name); why != "" {
+			return fmt.Errorf("--job-secret %s: the secret's name %s", spec, why)
+		}
+		key := jobconfig.KeySecretPrefix + name
+		if _, dup := config[key]; dup {
+			return fmt.Errorf("--job-secret %s: secret %q is already set (by --config %s or an earlier --job-secret): pass it once", name, name, key)
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return fmt.Errorf("--job-secret %s: %w", name, err)
+		}
+		v := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+		if v == "" {
+			return fmt.Errorf("--job-secret %s: %s is empty: put the secret in it", name, file)
+		}
+		config[key] = v
+	}
 	return nil
 }

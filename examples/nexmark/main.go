@@ -8,14 +8,18 @@
 //   - q1: currency conversion, every bid with its price × 0.908 (integer
 //     cents, truncated);
 //   - q2: selection, the auction and price of every bid on an auction whose
-//     id is a multiple of 123.
+//     id is a multiple of 123;
+//   - q5: hot items, in each sliding window (10 s every 2 s) the auctions
+//     with the most bids (windows.go);
+//   - q7: highest bid, in each tumbling window of 10 s the bids at its
+//     highest price (windows.go).
 //
-// q3, q4, q5, q7 and q8 need joins and windows (issue #12); their plain-Go
+// q3, q4 and q8 need joins and more windows (issue #12); their plain-Go
 // references are in sdk/nexmark/reference.
 //
 // Arguments (after `--` on the sluice command line):
 //
-//	--query q0|q1|q2       the query (default q0)
+//	--query q0|q1|q2|q5|q7 the query (default q0)
 //	--sink collect|blackhole
 //	                       where results go (default collect)
 //	--events N             the stream's events (default 100000; 0: unbounded)
@@ -25,11 +29,12 @@
 //	--out-of-order G       permute groups of G events (default 1: in order)
 //	--text                 results as lines of text
 //
-// The results of q0 and q1 are bids in sdk/nexmark's encoding
+// The results of q0, q1 and q7 are bids in sdk/nexmark's encoding
 // (nexmark.BidCodec); those of q2 are typed.Pair(typed.Int64(),
 // typed.Int64()) of auction and price. With --text they are lines:
-// "auction<TAB>bidder<TAB>price<TAB>time" for q0 and q1, "auction<TAB>price"
-// for q2.
+// "auction<TAB>bidder<TAB>price<TAB>time" for q0, q1 and q7, "auction<TAB>price"
+// for q2. Those of q5 are typed.WindowedCodec(typed.Int64(), typed.Int64())
+// of auction, window and count (q5 has no --text).
 package main
 
 import (
@@ -66,7 +71,11 @@ func plan(env *guest.Env) {
 	// encoding (sdk/nexmark), so q0 keeps the bids as they are (a bid
 	// event's encoding is nexmark.BidCodec's), q1 rewrites the price of a
 	// copy in place and q2 reads two fields, none decoding the event.
-	events := typed.Of(env, env.NexmarkSource("events", o.source), typed.Bytes())
+	src := env.NexmarkSource("events", o.source)
+	if o.query == "q5" || o.query == "q7" {
+		src = src.WithWatermarks(guest.BoundedOutOfOrderness(windowOutOfOrderness))
+	}
+	events := typed.Of(env, src, typed.Bytes())
 	var out interface {
 		Collect(name string) *guest.Stream
 		Blackhole(name string) *guest.Stream
@@ -84,6 +93,10 @@ func plan(env *guest.Env) {
 				out.Emit(buf)
 			}
 		}))
+	case "q5":
+		out = q5(events)
+	case "q7":
+		out = bidLines(o, q7(events))
 	case "q2":
 		q2 := typed.FlatMap(events, "q2", typed.Pair(typed.Int64(), typed.Int64()),
 			func(e []byte, out *typed.Emitter[typed.Tuple2[int64, int64]]) {
@@ -131,7 +144,7 @@ func bidLines(o options, bids *typed.Stream[[]byte]) interface {
 // toEuro is q1's conversion, 0.908 × price, in integer cents.
 func toEuro(price int64) int64 { return price * 908 / 1000 }
 
-const usage = "usage: nexmark [--query q0|q1|q2] [--sink collect|blackhole] [--events N] [--rate R] [--seed S] [--base-time MS] [--out-of-order G] [--text]"
+const usage = "usage: nexmark [--query q0|q1|q2|q5|q7] [--sink collect|blackhole] [--events N] [--rate R] [--seed S] [--base-time MS] [--out-of-order G] [--text]"
 
 func parseArgs(args []string) (options, error) {
 	o := options{query: "q0", sink: "collect", source: guest.NexmarkOptions{Events: 100_000}}
@@ -153,8 +166,8 @@ func parseArgs(args []string) (options, error) {
 		switch name {
 		case "--query":
 			o.query = val
-			if val != "q0" && val != "q1" && val != "q2" {
-				err = errors.New("--query: this example has q0, q1 and q2 (q3-q8 need windows and joins)")
+			if val != "q0" && val != "q1" && val != "q2" && val != "q5" && val != "q7" {
+				err = errors.New("--query: this example has q0, q1, q2, q5 and q7")
 			}
 		case "--sink":
 			o.sink = val

@@ -107,24 +107,40 @@ func (p Policy) CheckGraph(g *jobgraph.Graph) error {
 			return fmt.Errorf("vertex %d %q uses connector %q: %w (policy.connectors allows only %s): %s",
 				v.ID, v.Name, v.Connector, ErrNotAllowed, quoteList(p.Connectors), askOperator)
 		}
-		if len(p.ConnectorHosts) == 0 || (v.Connector != jobgraph.ConnectorJetStreamSource && v.Connector != jobgraph.ConnectorJetStreamSink) {
+		if len(p.ConnectorHosts) == 0 {
 			continue
 		}
-		s, err := v.JetStream()
-		if err != nil {
-			continue // Validate has refused the graph already
-		}
-		for _, raw := range s.URLs {
-			u, err := url.Parse(raw)
-			if err != nil {
-				continue
-			}
-			if err := p.CheckHost(u.Host); err != nil {
+		for _, addr := range connectorAddrs(v) {
+			if err := p.CheckHost(addr); err != nil {
 				return fmt.Errorf("vertex %d %q: %w", v.ID, v.Name, err)
 			}
 		}
 	}
 	return nil
+}
+
+// connectorAddrs are the servers a network connector vertex names
+// (host:port or a bare host); none for another vertex, or for a config
+// that Validate refuses.
+func connectorAddrs(v *jobgraph.Vertex) []string {
+	var addrs []string
+	switch v.Connector {
+	case jobgraph.ConnectorJetStreamSource, jobgraph.ConnectorJetStreamSink:
+		s, err := v.JetStream()
+		if err != nil {
+			return nil
+		}
+		for _, raw := range s.URLs {
+			if u, err := url.Parse(raw); err == nil {
+				addrs = append(addrs, u.Host)
+			}
+		}
+	case jobgraph.ConnectorKafkaSource, jobgraph.ConnectorKafkaSink:
+		if s, err := v.Kafka(); err == nil {
+			addrs = s.Brokers
+		}
+	}
+	return addrs
 }
 
 // CheckHost judges an address a connector is about to reach ("host:port",

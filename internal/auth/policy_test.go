@@ -163,3 +163,19 @@ func TestPolicyJetStreamHosts(t *testing.T) {
 		t.Errorf("both servers allowed: %v", err)
 	}
 }
+
+// TestPolicyKafkaHosts: a Kafka connector may reach only the brokers
+// policy.connector_hosts names, every seed broker counted.
+func TestPolicyKafkaHosts(t *testing.T) {
+	g := &jobgraph.Graph{Vertices: []jobgraph.Vertex{
+		{ID: 1, Name: "out", Kind: jobgraph.KindSink, Connector: jobgraph.ConnectorKafkaSink,
+			Config: map[string]string{jobgraph.ConfigKafkaBrokers: "k1.kafka.example.com:9092,10.9.9.9:9092", jobgraph.ConfigKafkaTopic: "counts"}},
+	}}
+	err := Policy{ConnectorHosts: []string{"*.kafka.example.com"}}.CheckGraph(g)
+	if !errors.Is(err, ErrNotAllowed) || !strings.Contains(err.Error(), "10.9.9.9:9092") {
+		t.Errorf("the second broker refused: %v", err)
+	}
+	if err := (Policy{ConnectorHosts: []string{"*.kafka.example.com", "10.9.9.9"}}).CheckGraph(g); err != nil {
+		t.Errorf("both brokers allowed: %v", err)
+	}
+}

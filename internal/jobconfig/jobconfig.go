@@ -76,6 +76,12 @@ func (p Poison) Allowed(dropped, in int64) bool {
 func (c Config) CheckGraph(g *jobgraph.Graph) error {
 	if g != nil && !c.Checkpoints.Enabled() {
 		for _, v := range g.Vertices {
+			if v.Connector == jobgraph.ConnectorKafkaSink {
+				if set, err := v.Kafka(); err == nil && set.Delivery == jobgraph.DeliveryExactlyOnce {
+					return fmt.Errorf("operator %d (%s) is an exactly-once kafka sink, whose transactions commit when a checkpoint completes, but the job sets no %s: set it (e.g. 10s), or make the sink %s", v.ID, v.Name, KeyCheckpointInterval, jobgraph.DeliveryAtLeastOnce)
+				}
+				continue
+			}
 			if v.Connector != jobgraph.ConnectorJetStreamSink {
 				continue
 			}

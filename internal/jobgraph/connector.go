@@ -100,6 +100,8 @@ func (v *Vertex) Nexmark() (NexmarkSettings, error) {
 			s.BaseTime, err = nexmarkInt(k, val, 0, math.MaxInt64/4)
 		case ConfigNexmarkOutOfOrder:
 			s.OutOfOrderGroup, err = nexmarkInt(k, val, 1, 1<<20)
+		case ConfigWatermark, ConfigWatermarkMaxOutOfOrderness, ConfigWatermarkIdleTimeout, ConfigWatermarkInterval:
+			// The source's watermark strategy: Vertex.Watermarks reads it.
 		default:
 			err = fmt.Errorf("nexmark source: unknown config key %q (known: %s, %s, %s, %s, %s)", k,
 				ConfigNexmarkEvents, ConfigNexmarkRate, ConfigNexmarkSeed, ConfigNexmarkBaseTime, ConfigNexmarkOutOfOrder)

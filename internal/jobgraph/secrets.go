@@ -21,6 +21,8 @@ const MaxSecretNameBytes = 64
 var secretKeys = map[string][]string{
 	ConnectorJetStreamSource: {ConfigNATSToken, ConfigNATSPassword},
 	ConnectorJetStreamSink:   {ConfigNATSToken, ConfigNATSPassword},
+	ConnectorKafkaSource:     {ConfigKafkaPassword},
+	ConnectorKafkaSink:       {ConfigKafkaPassword},
 }
 
 // SecretKey reports whether key holds a secret in the config of the host
@@ -49,13 +51,23 @@ func BadSecretName(name string) string {
 	case len(name) > MaxSecretNameBytes:
 		return fmt.Sprintf("is %d bytes long, above the limit of %d", len(name), MaxSecretNameBytes)
 	}
+	if i := badNameByte(name); i >= 0 {
+		return fmt.Sprintf("has %q at byte %d: use letters, digits, '.', '_' and '-'", name[i], i)
+	}
+	return ""
+}
+
+// badNameByte is the index of the first byte of name that is not one of
+// a-z, A-Z, 0-9, '.', '_' and '-' (the alphabet of secret names and of
+// Kafka's topic names), or -1.
+func badNameByte(name string) int {
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Sprintf("has %q at byte %d: use letters, digits, '.', '_' and '-'", c, i)
+			return i
 		}
 	}
-	return ""
+	return -1
 }
 
 // ResolveSecrets replaces every secret reference in the config of g's host

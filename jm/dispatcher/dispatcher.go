@@ -338,6 +338,9 @@ func (d *Dispatcher) start(ctx context.Context, tenant string, s Submission, id 
 	if err := checkJetStream(ctx, g); err != nil {
 		return "", rpcerr.Errorf(rpcerr.ErrInvalidArgument, "%w", err)
 	}
+	if err := checkKafka(ctx, g); err != nil {
+		return "", rpcerr.Errorf(rpcerr.ErrInvalidArgument, "%w", err)
+	}
 	need := 0
 	for _, c := range jobgraph.Chains(g, p) {
 		need = max(need, c.Parallelism)

@@ -2,7 +2,6 @@ package dispatcher
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/jobgraph"
@@ -18,17 +17,9 @@ const jetStreamCheckTimeout = 10 * time.Second
 // unknown stream or a subject no stream stores is refused at submission
 // rather than failing every restart.
 func checkJetStream(ctx context.Context, g *jobgraph.Graph) error {
-	for i := range g.Vertices {
-		v := &g.Vertices[i]
-		if v.Connector != jobgraph.ConnectorJetStreamSource && v.Connector != jobgraph.ConnectorJetStreamSink {
-			continue
-		}
-		cctx, cancel := context.WithTimeout(ctx, jetStreamCheckTimeout)
-		_, err := jsconn.Check(cctx, v)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("operator %d (%s): %w", v.ID, v.Name, err)
-		}
+	check := func(ctx context.Context, v *jobgraph.Vertex) error {
+		_, err := jsconn.Check(ctx, v)
+		return err
 	}
-	return nil
+	return checkConnectors(ctx, g, jetStreamCheckTimeout, check, jobgraph.ConnectorJetStreamSource, jobgraph.ConnectorJetStreamSink)
 }

@@ -33,6 +33,9 @@ func (t *task) runNexmark(ctx context.Context) error {
 		t.met.addIn(0, b.eventBytes)
 		err := t.process(ctx, b.recs, b.encoded())
 		b.reset()
+		if err == nil {
+			err = t.sourceTick(ctx, false)
+		}
 		return err
 	}
 	src := &source{flush: flush, position: t.textPosition}
@@ -59,6 +62,10 @@ func (t *task) runNexmark(ctx context.Context) error {
 			return fmt.Errorf("task %s: split %s@%d+%d: %w", t.spec.ExecutionID, sp.Key, sp.Offset, sp.Length, err)
 		}
 		t.split, t.inSplit, t.nextOffset = sp, true, sp.Offset
+		if t.et.splits != nil {
+			t.et.split = sp.ID()
+			t.et.splits.Add(t.et.split, time.Now())
+		}
 		// Pacing restarts with the split: a resumed timeline does not
 		// rush to catch up with the time it was down.
 		wall, due0 := time.Now(), g.Due()
@@ -87,6 +94,14 @@ func (t *task) runNexmark(ctx context.Context) error {
 		}
 		t.finishedSplits = append(t.finishedSplits, sp.ID())
 		t.inSplit = false
+		if t.et.splits != nil {
+			// The split's times count before it stops holding the
+			// watermark back, as in runText.
+			if err := flush(); err != nil {
+				return err
+			}
+			t.et.splits.Remove(sp.ID())
+		}
 	}
 }
 

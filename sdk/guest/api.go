@@ -479,7 +479,7 @@ type Collector struct {
 func newCollector(next stage) Collector {
 	c := Collector{next: next}
 	c.emit, _ = next.(*emitter)
-	if kb, ok := next.(*keyByStage); ok && kb.emit != nil {
+	if kb, ok := next.(*keyByStage); ok && kb.emit != nil && kb.tag == 0 {
 		c.keyBy = kb
 	}
 	return c

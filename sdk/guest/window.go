@@ -254,6 +254,9 @@ func (s *Stream) Late(name string) *Stream {
 	case wo.w.procTime:
 		e.fail("Late(%q) on %q: processing-time windows have no late records", name, s.op.name)
 		return s
+	case wo.join:
+		e.fail("Late(%q) on %q: a join has no late output: it counts its late records in %q", name, s.op.name, s.op.name+".late")
+		return s
 	}
 	l := (&Stream{env: e, op: s.op, part: jobgraph.Forward}).then(name, jobgraph.KindFlatMap, false)
 	l.flatMap = selectTag(tagLate)
@@ -316,6 +319,9 @@ type windowOp struct {
 	process WindowProcessFunc
 
 	lateOp, mainOp *op
+	// join: the operator is a window join's (join.go): its records are
+	// tagged with their side, and it has no late output.
+	join bool
 
 	buf, res, tagged []byte
 	recs             []Record

@@ -1,0 +1,163 @@
+// Command unionjob is a two-input job for the union and join tests (the
+// tests beside it, and the cluster tests in local/): two Go sources, "a"
+// with the even events and "b" with the odd ones, each with guest
+// watermarks, are either united and summed in tumbling windows per key
+// (--mode union) or joined in tumbling windows on their key (--mode join).
+//
+//	--mode M         union (default), join or cogroup
+//	--events N       events in all (default 1000); event i has key k((i/2)%keys), value i and time base+10*i ms
+//	--keys K         keys (default 3)
+//	--size MS        window size (default 100)
+//	--per-poll N     events per poll at most (default 100)
+//	--b-after MS     source b emits nothing until MS ms of processing time passed since it opened (default 0)
+//
+// Output lines: union "key start end sum" (and late records as "late key
+// value", which a correct watermark never makes); join, for each pair of
+// an a and a b event of one key and window, "key start a b"; cogroup, for
+// each key and window, "key start as bs" with each side's values comma
+// separated in arrival order ("-" for none).
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/sdk/guest"
+)
+
+// Base is the first event's time.
+const Base = 1_700_000_000_000
+
+func init() {
+	guest.Job(func(env *guest.Env) {
+		o := parse(env)
+		a := source(env, "a", 0, o)
+		b := source(env, "b", 1, o)
+		key := func(r guest.Record) []byte { return r.Key }
+		w := guest.Tumbling(o.size)
+		switch o.mode {
+		case "union":
+			win := a.Union("both", b).KeyBy("key", key).Window(w).Aggregate("win", guest.Aggregator{
+				Add: func(acc []byte, r guest.Record) []byte { return guest.PutInt64(acc, guest.AsInt64(acc)+atoi(r.Value)) },
+				Result: func(dst, key []byte, w guest.Window, acc []byte) []byte {
+					return fmt.Appendf(dst, "%s %d %d %d", key, w.Start, w.End, guest.AsInt64(acc))
+				},
+			})
+			win.Collect("out")
+			win.Late("late").Map("format-late", func(r guest.Record) guest.Record {
+				return guest.Record{Value: fmt.Appendf(nil, "late %s %s", r.Key, r.Value)}
+			}).Collect("late-out")
+		case "join":
+			a.Join(b, key, key).Window(w).Apply("win", func(l, r guest.Record, out *guest.Collector) {
+				w := l.Time - l.Time%o.size.Milliseconds()
+				out.EmitValue(fmt.Appendf(nil, "%s %d %s %s", l.Key, w, l.Value, r.Value))
+			}).Collect("out")
+		case "cogroup":
+			a.Join(b, key, key).Window(w).CoGroup("win", func(ctx *guest.KeyedContext, w guest.Window, ls, rs []guest.Record, out *guest.Collector) {
+				out.EmitValue(fmt.Appendf(nil, "%s %d %s %s", ctx.Key(), w.Start, values(ls), values(rs)))
+			}).Collect("out")
+		default:
+			env.Fail(fmt.Errorf("--mode %q: want union, join or cogroup", o.mode))
+		}
+	})
+}
+
+func values(rs []guest.Record) string {
+	if len(rs) == 0 {
+		return "-"
+	}
+	vs := make([]string, len(rs))
+	for i, r := range rs {
+		vs[i] = string(r.Value)
+	}
+	return strings.Join(vs, ",")
+}
+
+// source emits the events i ≡ parity (mod 2), a watermark at each one's
+// time, and keeps its position in operator state.
+func source(env *guest.Env, name string, parity int64, o options) *guest.Stream {
+	next := parity
+	restored := false
+	var opened int64
+	return env.Source(name, func(ctx *guest.Context, max int, out *guest.Collector) bool {
+		if parity == 1 && o.bAfter > 0 && ctx.Now()-opened < o.bAfter.Milliseconds() {
+			return false
+		}
+		if restored {
+			// Watermarks are not in checkpoints: say again where event
+			// time was.
+			restored = false
+			ctx.EmitWatermark(Base + 10*(next-2))
+			return false
+		}
+		for k := 0; k < max && k < o.perPoll && next < o.events; k++ {
+			t := Base + 10*next
+			key := []byte("k" + strconv.FormatInt((next/2)%int64(o.keys), 10))
+			out.Emit(guest.Record{Key: key, HasKey: true, Value: []byte(strconv.FormatInt(next, 10)), Time: t, HasTime: true})
+			ctx.EmitWatermark(t)
+			next += 2
+		}
+		return next >= o.events
+	}).SetParallelism(1).
+		WithWatermarks(guest.GuestWatermarks()).
+		OnOpen(func(ctx *guest.Context) {
+			opened = ctx.Now()
+			if b, ok := ctx.OperatorState("next"); ok {
+				next = guest.AsInt64(b)
+				restored = next > 1
+			}
+		}).
+		OnBarrier(func(ctx *guest.Context, _ int64) { ctx.SetOperatorState("next", guest.Int64(next)) })
+}
+
+func atoi(b []byte) int64 {
+	n, _ := strconv.ParseInt(string(b), 10, 64)
+	return n
+}
+
+type options struct {
+	mode          string
+	events        int64
+	keys, perPoll int
+	size, bAfter  time.Duration
+}
+
+func parse(env *guest.Env) options {
+	o := options{mode: "union", events: 1000, keys: 3, perPoll: 100, size: 100 * time.Millisecond}
+	args := env.Args()
+	for i := 0; i < len(args); i++ {
+		if i+1 >= len(args) {
+			env.Fail(fmt.Errorf("%s needs a value", args[i]))
+			return o
+		}
+		v := args[i+1]
+		n, err := strconv.ParseInt(v, 10, 64)
+		if args[i] != "--mode" && err != nil {
+			env.Fail(fmt.Errorf("%s %q: %v", args[i], v, err))
+			return o
+		}
+		switch args[i] {
+		case "--mode":
+			o.mode = v
+		case "--events":
+			o.events = n
+		case "--keys":
+			o.keys = int(n)
+		case "--size":
+			o.size = time.Duration(n) * time.Millisecond
+		case "--per-poll":
+			o.perPoll = int(n)
+		case "--b-after":
+			o.bAfter = time.Duration(n) * time.Millisecond
+		default:
+			env.Fail(fmt.Errorf("unknown argument %q", args[i]))
+			return o
+		}
+		i++
+	}
+	return o
+}
+
+func main() {}

@@ -1,0 +1,150 @@
+//go:build !wasip1
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/jobgraph"
+	"github.com/sluicehq/sluice/sdk/guest/internal/unionjob/want"
+	"github.com/sluicehq/sluice/sdk/guest/jobtest"
+)
+
+// The whole job in the harness, natively and in wazero, at parallelism 1
+// and 3: a union sums both sources' events, a window join pairs each key's
+// a and b events of a window, a cogroup lists them.
+func TestUnionAndJoinJobs(t *testing.T) {
+	const events, keys, size = 2_000, 5, 100
+	for _, tc := range []struct {
+		mode string
+		want []string
+	}{
+		{"union", want.Union(events, keys, size)},
+		{"join", want.Join(events, keys, size)},
+		{"cogroup", want.CoGroup(events, keys, size)},
+	} {
+		jobtest.Run(t, ".", func(t *testing.T, m *jobtest.Mode) {
+			for _, p := range []int{1, 3} {
+				t.Run(fmt.Sprintf("%s p%d", tc.mode, p), func(t *testing.T) {
+					r, err := m.RunJob(context.Background(), jobtest.JobConfig{Parallelism: p, BatchRecords: 37, Args: []string{
+						"--mode", tc.mode, "--events", fmt.Sprint(events), "--keys", fmt.Sprint(keys), "--size", fmt.Sprint(size)}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					got := slices.Sorted(slices.Values(r.Collected))
+					if !slices.Equal(got, tc.want) {
+						t.Fatalf("%d lines, want %d; first got %q, first want %q", len(got), len(tc.want), head(got), head(tc.want))
+					}
+				})
+			}
+		})
+	}
+}
+
+func head(s []string) []string { return s[:min(3, len(s))] }
+
+// A join is each side's KeyBy (which tags the records) feeding one keyed
+// operator by two hash edges: not chained to either side, so its task has
+// two inputs.
+func TestJoinGraph(t *testing.T) {
+	g, err := jobtest.Native().Plan(context.Background(), []string{"--mode", "join"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := jobgraph.Validate(g, 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	name := func(id int) string { return g.Vertices[id-1].Name }
+	var edges []string
+	for _, e := range g.Edges {
+		edges = append(edges, name(e.Source)+">"+name(e.Target)+":"+string(e.Partitioner))
+	}
+	if got, want := strings.Join(edges, " "), "a>win.left:forward b>win.right:forward win.left>win:hash win.right>win:hash win>out:forward"; got != want {
+		t.Errorf("edges %s\nwant  %s", got, want)
+	}
+	var chains []string
+	for _, c := range jobgraph.Chains(g, 2) {
+		var ns []string
+		for _, id := range c.Vertices {
+			ns = append(ns, name(id))
+		}
+		chains = append(chains, strings.Join(ns, "+"))
+	}
+	if got, want := strings.Join(chains, " "), "a+win.left b+win.right win+out"; got != want {
+		t.Errorf("chains %s, want %s", got, want)
+	}
+}
+
+// The join operator as one task fed by both sides' tasks: a window fires
+// when the watermark (the smaller of the sides', which the task merges)
+// passes its end, with the records of both sides; a record of a window
+// that fired is late and dropped.
+func TestJoinFiresAtTheWatermark(t *testing.T) {
+	jobtest.Run(t, ".", func(t *testing.T, m *jobtest.Mode) {
+		ctx := context.Background()
+		args := []string{"--mode", "cogroup", "--size", "100"}
+		// Each side's task keys and tags its records (one task at a time: a
+		// native task is the process's only one).
+		rec := func(key, value string, ts int64) jobtest.Record {
+			return jobtest.Record{Key: []byte(key), HasKey: true, Value: []byte(value), Time: ts, HasTime: true}
+		}
+		side := func(op string, recs ...jobtest.Record) [][]jobtest.Record {
+			task, err := m.Open(ctx, jobtest.TaskConfig{Args: args, Operators: []string{op}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer task.Close()
+			var out [][]jobtest.Record
+			for _, r := range recs {
+				if err := task.Process(r); err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, task.TakeOutput())
+			}
+			return out
+		}
+		l := side("win.left", rec("k", "l1", 10), rec("j", "l2", 150), rec("k", "late", 50))
+		r := side("win.right", rec("k", "r1", 20), rec("k", "r2", 99), rec("j", "r3", 120))
+		join, err := m.Open(ctx, jobtest.TaskConfig{Args: args, Operators: []string{"win"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer join.Close()
+		feed := func(recs []jobtest.Record) {
+			t.Helper()
+			if err := join.Process(recs...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wm := func(ts int64, want ...string) {
+			t.Helper()
+			if err := join.SetWatermark(ts); err != nil {
+				t.Fatal(err)
+			}
+			got := join.OutputValues()
+			join.TakeOutput()
+			if !slices.Equal(got, want) {
+				t.Errorf("at watermark %d: %q, want %q", ts, got, want)
+			}
+		}
+		feed(l[0])
+		feed(r[0])
+		feed(l[1])
+		feed(r[1])
+		wm(98)
+		wm(99, "k 0 l1 r1,r2")
+		feed(r[2])
+		feed(l[2]) // its window fired: dropped
+		wm(250, "j 100 l2 r3")
+		if err := join.EndInput(); err != nil {
+			t.Fatal(err)
+		}
+		if got := join.OutputValues(); len(got) != 0 {
+			t.Errorf("at the end: %q, want nothing", got)
+		}
+	})
+}

@@ -9,7 +9,8 @@
 //	--keys K         keys (default 3)
 //	--size MS        window size (default 100)
 //	--per-poll N     events per poll at most (default 100)
-//	--b-after MS     source b emits nothing until MS ms of processing time passed since it opened (default 0)
+//	--b-wait N       source b emits nothing in its first N polls (default 0; an empty poll pauses the source
+//	                 up to 10 ms on a cluster, so 50 hold it back about half a second)
 //
 // Output lines: union "key start end sum" (and late records as "late key
 // value", which a correct watermark never makes); join, for each pair of
@@ -80,9 +81,10 @@ func values(rs []guest.Record) string {
 func source(env *guest.Env, name string, parity int64, o options) *guest.Stream {
 	next := parity
 	restored := false
-	var opened int64
+	polls := 0
 	return env.Source(name, func(ctx *guest.Context, max int, out *guest.Collector) bool {
-		if parity == 1 && o.bAfter > 0 && ctx.Now()-opened < o.bAfter.Milliseconds() {
+		if parity == 1 && polls < o.bWait {
+			polls++
 			return false
 		}
 		if restored {
@@ -103,7 +105,6 @@ func source(env *guest.Env, name string, parity int64, o options) *guest.Stream 
 	}).SetParallelism(1).
 		WithWatermarks(guest.GuestWatermarks()).
 		OnOpen(func(ctx *guest.Context) {
-			opened = ctx.Now()
 			if b, ok := ctx.OperatorState("next"); ok {
 				next = guest.AsInt64(b)
 				restored = next > 1
@@ -121,7 +122,8 @@ type options struct {
 	mode          string
 	events        int64
 	keys, perPoll int
-	size, bAfter  time.Duration
+	bWait         int
+	size          time.Duration
 }
 
 func parse(env *guest.Env) options {
@@ -149,8 +151,8 @@ func parse(env *guest.Env) options {
 			o.size = time.Duration(n) * time.Millisecond
 		case "--per-poll":
 			o.perPoll = int(n)
-		case "--b-after":
-			o.bAfter = time.Duration(n) * time.Millisecond
+		case "--b-wait":
+			o.bWait = int(n)
 		default:
 			env.Fail(fmt.Errorf("unknown argument %q", args[i]))
 			return o

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/jobgraph"
-	"github.com/sluicehq/sluice/sdk/guest/internal/unionjob/want"
+	want "github.com/sluicehq/sluice/internal/uniontest"
 	"github.com/sluicehq/sluice/sdk/guest/jobtest"
 )
 

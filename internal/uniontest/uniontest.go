@@ -1,7 +1,8 @@
-// Package want computes what the union job (its parent directory) must
+// Package uniontest computes what the union test guest
+// (sdk/guest/internal/unionjob) must
 // emit, in plain Go, for the tests that run it: one oracle for the
 // harness's tests and the cluster's.
-package want
+package uniontest
 
 import (
 	"fmt"

@@ -141,8 +141,9 @@ func TestQueriesMatchReference(t *testing.T) {
 }
 
 // The windowed queries run over a stream from 9 s to 11 s (at the
-// generator's 10,000 events a second): it crosses q7's window end at 10 s,
-// with bids at exactly that time, and q5's windows that slide there. (A
+// generator's 10,000 events a second): it crosses q7's and q8's window end
+// at 10 s, with bids at exactly that time, and q5's windows that slide
+// there. (A
 // bid at the end that ties the highest price is rare in a generated
 // stream: windows_test.go covers it.)
 func TestWindowQueriesMatchReference(t *testing.T) {
@@ -156,6 +157,11 @@ func TestWindowQueriesMatchReference(t *testing.T) {
 		q5 = append(q5, hot.Append(nil, typed.Windowed[int64, int64]{Key: r.Auction, Window: guest.Window{Start: r.Start, End: r.End}, Value: r.Num}))
 	}
 	q7 := reference.Q7(evs)
+	newUser := typed.WindowedCodec(typed.Int64(), typed.Bytes())
+	var q8 [][]byte
+	for _, r := range reference.Q8(evs) {
+		q8 = append(q8, newUser.Append(nil, typed.Windowed[int64, []byte]{Key: r.ID, Window: guest.Window{Start: r.Start, End: r.Start + reference.WindowMs}, Value: []byte(r.Name)}))
+	}
 	if !slices.ContainsFunc(evs, func(e nexmark.Event) bool {
 		return e.Type == nexmark.BidEvent && e.Bid.DateTime%reference.WindowMs == 0
 	}) {
@@ -164,7 +170,7 @@ func TestWindowQueriesMatchReference(t *testing.T) {
 	for _, q := range []struct {
 		name string
 		want [][]byte
-	}{{"q5", q5}, {"q7", encodeBids(q7)}} {
+	}{{"q5", q5}, {"q7", encodeBids(q7)}, {"q8", q8}} {
 		t.Run(q.name, func(t *testing.T) {
 			if len(q.want) == 0 {
 				t.Fatal("the reference has no rows: the test would prove nothing")

@@ -56,10 +56,16 @@ func q8(env *guest.Env, src *guest.Stream) *typed.Stream[typed.Windowed[int64, [
 	})
 	kind := func(k byte) guest.FilterFunc { return func(r guest.Record) bool { return r.Value[0] == k } }
 	persons := proj.Filter("q8.persons", kind(q8Person))
-	auctions := proj.Filter("q8.auctions", kind(q8Auction))
+	// As the SQL groups the auctions by seller and window before the join,
+	// a window keeps one auction per seller: a hot seller's hundreds would
+	// otherwise each rewrite the join's growing window state.
+	sellers := proj.Filter("q8.auctions", kind(q8Auction)).
+		KeyBy("q8.by-seller", q8Key).
+		Window(guest.Tumbling(reference.WindowMs*time.Millisecond)).
+		Reduce("q8.sellers", func(first, _ []byte) []byte { return first })
 	codec := newUserCodec()
 	var row []byte
-	joined := persons.Join(auctions, q8Key, q8Key).
+	joined := persons.Join(sellers, q8Key, q8Key).
 		Window(guest.Tumbling(reference.WindowMs*time.Millisecond)).
 		CoGroup("q8.join", func(ctx *guest.KeyedContext, w guest.Window, ps, as []guest.Record, out *guest.Collector) {
 			if len(as) == 0 {

@@ -55,21 +55,28 @@ func TestUnionSurvivesATaskManagerKill(t *testing.T) {
 	}
 }
 
-// A window join of the two sources on a cluster at p=2: each pair of an a
-// and a b event of one key and window, once.
-func TestWindowJoinOnACluster(t *testing.T) {
+// Joins of the two sources on a cluster at p=2, source b held back a
+// little: a tumbling window join pairs each a and b event of one key and
+// window once, a sliding cogroup lists them per window, an interval join
+// pairs those within the interval (the watermarks drop the records no
+// later one can join; none is late).
+func TestJoinsOnACluster(t *testing.T) {
 	const events, keys, size = 20_000, 20, 1000
 	c := localtest.Start(t, local.Config{Slots: 6})
-	for _, mode := range []string{"join", "cogroup"} {
-		t.Run(mode, func(t *testing.T) {
-			id := localtest.SubmitJob(t, c, localtest.Guest(t, unionGuest), []string{"--mode", mode,
-				"--events", fmt.Sprint(events), "--keys", fmt.Sprint(keys), "--size", fmt.Sprint(size), "--b-wait", "20"}, 2)
-			wantLines := want.Join(events, keys, size)
-			if mode == "cogroup" {
-				wantLines = want.CoGroup(events, keys, size)
-			}
-			if diff := localtest.Diff(wantLines, sortedLines(localtest.WaitFinished(t, c, id).Records)); diff != "" {
-				t.Fatalf("%s:\n%s", mode, diff)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"window join", []string{"--mode", "join"}, want.Join(events, keys, size, size)},
+		{"sliding cogroup", []string{"--mode", "cogroup", "--slide", "500"}, want.CoGroup(events, keys, size, 500)},
+		{"interval join", []string{"--mode", "interval", "--lower", "-200", "--upper", "300"}, want.Interval(events, keys, -200, 300)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := localtest.SubmitJob(t, c, localtest.Guest(t, unionGuest), append([]string{
+				"--events", fmt.Sprint(events), "--keys", fmt.Sprint(keys), "--size", fmt.Sprint(size), "--b-wait", "20"}, tc.args...), 2)
+			if diff := localtest.Diff(tc.want, sortedLines(localtest.WaitFinished(t, c, id).Records)); diff != "" {
+				t.Fatalf("%s:\n%s", tc.name, diff)
 			}
 		})
 	}

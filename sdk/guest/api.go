@@ -340,6 +340,10 @@ func (s *Stream) OnTimer(fn TimerFunc) *Stream {
 		s.env.fail("OnTimer on %q: a window operator's timers are its own", s.op.name)
 		return s
 	}
+	if s.op.interval != nil {
+		s.env.fail("OnTimer on %q: an interval join's timers are its own", s.op.name)
+		return s
+	}
 	s.op.timer = fn
 	return s
 }

@@ -41,6 +41,16 @@ func TestJoinPlanMisuse(t *testing.T) {
 			j.Collect("o")
 			j.Late("l").Collect("lo")
 		}, `a join has no late output: it counts its late records in "j.late"`},
+		"interval bounds": {func(env *Env) {
+			src(env, "a").Join(src(env, "b"), key, key).Between(time.Second, -time.Second).Process("j", pair).Collect("o")
+		}, "Join.Between(1s, -1s): the lower bound is above the upper one"},
+		"interval timer": {func(env *Env) {
+			src(env, "a").Join(src(env, "b"), key, key).Between(-time.Second, time.Second).Process("j", pair).
+				OnEventTimer(func(*KeyedContext, int64, *Collector) {}).Collect("o")
+		}, `OnEventTimer on "j": an interval join's timers are its own`},
+		"interval nil fn": {func(env *Env) {
+			src(env, "a").Join(src(env, "b"), key, key).Between(-time.Second, time.Second).Process("j", nil).Collect("o")
+		}, `process "j": nil function`},
 		"a sink": {func(env *Env) {
 			a := src(env, "a")
 			a.Join(src(env, "b").Collect("s"), key, key).Window(Tumbling(time.Second)).Apply("j", pair).Collect("o")

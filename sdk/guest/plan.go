@@ -36,7 +36,9 @@ type op struct {
 	source     SourceFunc
 	// window is a window operator's (a Process vertex) state and timers.
 	window *windowOp
-	sink   SinkFunc
+	// interval is an interval join's (a Process vertex with two inputs).
+	interval *intervalJoin
+	sink     SinkFunc
 
 	onOpen    func(ctx *Context)
 	onBarrier func(ctx *Context, checkpointID int64)

@@ -324,7 +324,7 @@ type windowOp struct {
 	join bool
 
 	buf, res, tagged []byte
-	recs             []Record
+	recs             windowRecords
 	wins             []Window
 	sessions         []session
 }
@@ -470,22 +470,28 @@ func appendWindowRecord(b []byte, r Record) []byte {
 	return append(b, r.Value...)
 }
 
-func (wo *windowOp) decodeRecords(key, b []byte) []Record {
-	wo.recs = wo.recs[:0]
+func (wo *windowOp) decodeRecords(key, b []byte) []Record { return wo.recs.decode(wo.op.name, key, b) }
+
+// windowRecords decodes records in appendWindowRecord's encoding, into a
+// slice it reuses.
+type windowRecords struct{ recs []Record }
+
+func (d *windowRecords) decode(opName string, key, b []byte) []Record {
+	d.recs = d.recs[:0]
 	for len(b) > 0 {
 		if len(b) < 13 {
-			panic(fmt.Sprintf("window %q: malformed window state", wo.op.name))
+			panic(fmt.Sprintf("operator %q: malformed state", opName))
 		}
 		r := Record{Key: key, HasKey: true, HasTime: b[0] == 1, Time: int64(binary.LittleEndian.Uint64(b[1:]))}
 		n := int(binary.LittleEndian.Uint32(b[9:]))
 		b = b[13:]
 		if n > len(b) {
-			panic(fmt.Sprintf("window %q: malformed window state", wo.op.name))
+			panic(fmt.Sprintf("operator %q: malformed state", opName))
 		}
 		r.Value, b = b[:n:n], b[n:]
-		wo.recs = append(wo.recs, r)
+		d.recs = append(d.recs, r)
 	}
-	return wo.recs
+	return d.recs
 }
 
 // late passes r to the late output, or counts and drops it.

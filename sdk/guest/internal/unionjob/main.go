@@ -4,7 +4,10 @@
 // watermarks, are either united and summed in tumbling windows per key
 // (--mode union) or joined in tumbling windows on their key (--mode join).
 //
-//	--mode M         union (default), join or cogroup
+//	--mode M         union (default), join, cogroup or interval
+//	--lower MS, --upper MS
+//	                 interval: an a event at t joins the b events of its key in [t+lower, t+upper] (default -50, 50)
+//	--slide MS       join, cogroup: sliding windows of --size every MS (default 0: tumbling)
 //	--events N       events in all (default 1000); event i has key k((i/2)%keys), value i and time base+10*i ms
 //	--keys K         keys (default 3)
 //	--size MS        window size (default 100)
@@ -16,7 +19,8 @@
 // value", which a correct watermark never makes); join, for each pair of
 // an a and a b event of one key and window, "key start a b"; cogroup, for
 // each key and window, "key start as bs" with each side's values comma
-// separated in arrival order ("-" for none).
+// separated in arrival order ("-" for none); interval, for each pair, "key
+// a b".
 package main
 
 import (
@@ -38,6 +42,9 @@ func init() {
 		b := source(env, "b", 1, o)
 		key := func(r guest.Record) []byte { return r.Key }
 		w := guest.Tumbling(o.size)
+		if o.slide > 0 {
+			w = guest.Sliding(o.size, o.slide)
+		}
 		switch o.mode {
 		case "union":
 			win := a.Union("both", b).KeyBy("key", key).Window(w).Aggregate("win", guest.Aggregator{
@@ -51,16 +58,24 @@ func init() {
 				return guest.Record{Value: fmt.Appendf(nil, "late %s %s", r.Key, r.Value)}
 			}).Collect("late-out")
 		case "join":
+			// The window's start, from the time Apply's output carries.
+			start := func(t int64) int64 { return t + 1 - o.size.Milliseconds() }
 			a.Join(b, key, key).Window(w).Apply("win", func(l, r guest.Record, out *guest.Collector) {
-				w := l.Time - l.Time%o.size.Milliseconds()
-				out.EmitValue(fmt.Appendf(nil, "%s %d %s %s", l.Key, w, l.Value, r.Value))
+				out.Emit(guest.Record{Value: fmt.Appendf(nil, "%s %s %s", l.Key, l.Value, r.Value)})
+			}).Map("format", func(r guest.Record) guest.Record {
+				k, rest, _ := strings.Cut(string(r.Value), " ")
+				return guest.Record{Value: fmt.Appendf(nil, "%s %d %s", k, start(r.Time), rest)}
 			}).Collect("out")
 		case "cogroup":
 			a.Join(b, key, key).Window(w).CoGroup("win", func(ctx *guest.KeyedContext, w guest.Window, ls, rs []guest.Record, out *guest.Collector) {
 				out.EmitValue(fmt.Appendf(nil, "%s %d %s %s", ctx.Key(), w.Start, values(ls), values(rs)))
 			}).Collect("out")
+		case "interval":
+			a.Join(b, key, key).Between(o.lower, o.upper).Process("win", func(l, r guest.Record, out *guest.Collector) {
+				out.EmitValue(fmt.Appendf(nil, "%s %s %s", l.Key, l.Value, r.Value))
+			}).Collect("out")
 		default:
-			env.Fail(fmt.Errorf("--mode %q: want union, join or cogroup", o.mode))
+			env.Fail(fmt.Errorf("--mode %q: want union, join, cogroup or interval", o.mode))
 		}
 	})
 }
@@ -123,11 +138,13 @@ type options struct {
 	events        int64
 	keys, perPoll int
 	bWait         int
-	size          time.Duration
+	size, slide   time.Duration
+	lower, upper  time.Duration
 }
 
 func parse(env *guest.Env) options {
-	o := options{mode: "union", events: 1000, keys: 3, perPoll: 100, size: 100 * time.Millisecond}
+	o := options{mode: "union", events: 1000, keys: 3, perPoll: 100, size: 100 * time.Millisecond,
+		lower: -50 * time.Millisecond, upper: 50 * time.Millisecond}
 	args := env.Args()
 	for i := 0; i < len(args); i++ {
 		if i+1 >= len(args) {
@@ -149,6 +166,12 @@ func parse(env *guest.Env) options {
 			o.keys = int(n)
 		case "--size":
 			o.size = time.Duration(n) * time.Millisecond
+		case "--slide":
+			o.slide = time.Duration(n) * time.Millisecond
+		case "--lower":
+			o.lower = time.Duration(n) * time.Millisecond
+		case "--upper":
+			o.upper = time.Duration(n) * time.Millisecond
 		case "--per-poll":
 			o.perPoll = int(n)
 		case "--b-wait":

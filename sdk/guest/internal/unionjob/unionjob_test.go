@@ -96,28 +96,8 @@ func TestJoinFiresAtTheWatermark(t *testing.T) {
 	jobtest.Run(t, ".", func(t *testing.T, m *jobtest.Mode) {
 		ctx := context.Background()
 		args := []string{"--mode", "cogroup", "--size", "100"}
-		// Each side's task keys and tags its records (one task at a time: a
-		// native task is the process's only one).
-		rec := func(key, value string, ts int64) jobtest.Record {
-			return jobtest.Record{Key: []byte(key), HasKey: true, Value: []byte(value), Time: ts, HasTime: true}
-		}
-		side := func(op string, recs ...jobtest.Record) [][]jobtest.Record {
-			task, err := m.Open(ctx, jobtest.TaskConfig{Args: args, Operators: []string{op}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer task.Close()
-			var out [][]jobtest.Record
-			for _, r := range recs {
-				if err := task.Process(r); err != nil {
-					t.Fatal(err)
-				}
-				out = append(out, task.TakeOutput())
-			}
-			return out
-		}
-		l := side("win.left", rec("k", "l1", 10), rec("j", "l2", 150), rec("k", "late", 50))
-		r := side("win.right", rec("k", "r1", 20), rec("k", "r2", 99), rec("j", "r3", 120))
+		l := side(t, m, args, "win.left", rec("k", "l1", 10), rec("j", "l2", 150), rec("k", "late", 50))
+		r := side(t, m, args, "win.right", rec("k", "r1", 20), rec("k", "r2", 99), rec("j", "r3", 120))
 		join, err := m.Open(ctx, jobtest.TaskConfig{Args: args, Operators: []string{"win"}})
 		if err != nil {
 			t.Fatal(err)
@@ -166,26 +146,8 @@ func TestIntervalJoinKeepsRecordsUntilTheWatermark(t *testing.T) {
 	jobtest.Run(t, ".", func(t *testing.T, m *jobtest.Mode) {
 		ctx := context.Background()
 		args := []string{"--mode", "interval", "--lower", "-50", "--upper", "50"}
-		rec := func(value string, ts int64) jobtest.Record {
-			return jobtest.Record{Key: []byte("k"), HasKey: true, Value: []byte(value), Time: ts, HasTime: true}
-		}
-		side := func(op string, recs ...jobtest.Record) [][]jobtest.Record {
-			task, err := m.Open(ctx, jobtest.TaskConfig{Args: args, Operators: []string{op}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer task.Close()
-			var out [][]jobtest.Record
-			for _, r := range recs {
-				if err := task.Process(r); err != nil {
-					t.Fatal(err)
-				}
-				out = append(out, task.TakeOutput())
-			}
-			return out
-		}
-		l := side("win.left", rec("l1", 100), rec("l2", 160), rec("l3", 140))
-		r := side("win.right", rec("r1", 120), rec("r2", 40), rec("r3", 60))
+		l := side(t, m, args, "win.left", rec("k", "l1", 100), rec("k", "l2", 160), rec("k", "l3", 140))
+		r := side(t, m, args, "win.right", rec("k", "r1", 120), rec("k", "r2", 40), rec("k", "r3", 60))
 		join, err := m.Open(ctx, jobtest.TaskConfig{Args: args, Operators: []string{"win"}})
 		if err != nil {
 			t.Fatal(err)
@@ -228,4 +190,28 @@ func TestIntervalJoinKeepsRecordsUntilTheWatermark(t *testing.T) {
 		waiting("L", false)
 		waiting("R", false)
 	})
+}
+
+func rec(key, value string, ts int64) jobtest.Record {
+	return jobtest.Record{Key: []byte(key), HasKey: true, Value: []byte(value), Time: ts, HasTime: true}
+}
+
+// side runs recs through a join side's task (op: its KeyBy, which keys
+// and tags them) and returns what it emitted for each. One task at a
+// time: a native task is the process's only one.
+func side(t *testing.T, m *jobtest.Mode, args []string, op string, recs ...jobtest.Record) [][]jobtest.Record {
+	t.Helper()
+	task, err := m.Open(context.Background(), jobtest.TaskConfig{Args: args, Operators: []string{op}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer task.Close()
+	var out [][]jobtest.Record
+	for _, r := range recs {
+		if err := task.Process(r); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, task.TakeOutput())
+	}
+	return out
 }

@@ -79,3 +79,86 @@ func q8(env *guest.Env, src *guest.Stream) *typed.Stream[typed.Windowed[int64, [
 		})
 	return typed.Of(env, joined, codec)
 }
+
+// q3 (local item suggestion): every auction of category 10 with its
+// seller's name, city and state, when the seller lives in OR, ID or CA,
+// as sdk/nexmark/reference reads it. An incremental, unwindowed join:
+// keyed by person id, a person is kept in keyed state once seen, and an
+// auction that comes before its seller waits in keyed state for it; so
+// the result is every matching pair whichever came first.
+
+// localItemCodec is q3's output: the auction and the seller's name, city
+// and state.
+func localItemCodec() typed.Codec[typed.Tuple2[int64, typed.Tuple3[string, string, string]]] {
+	return typed.Pair(typed.Int64(), typed.Triple(typed.String(), typed.String(), typed.String()))
+}
+
+// q3Category and q3State are q3's filters.
+const q3Category = 10
+
+func q3State(s []byte) bool {
+	return string(s) == "OR" || string(s) == "ID" || string(s) == "CA"
+}
+
+func q3(env *guest.Env, src *guest.Stream) *typed.Stream[typed.Tuple2[int64, typed.Tuple3[string, string, string]]] {
+	var e nexmark.Event
+	var buf []byte
+	// One stream of tagged projections, keyed by the person: a person's
+	// name, city and state (as the output's Triple encodes them), an
+	// auction's id.
+	place := typed.Triple(typed.String(), typed.String(), typed.String())
+	proj := src.FlatMap("q3.project", func(r guest.Record, out *guest.Collector) {
+		if len(r.Value) == 0 || nexmark.EventType(r.Value[0]) == nexmark.BidEvent {
+			return
+		}
+		if err := nexmark.DecodeEvent(r.Value, &e); err != nil {
+			panic("q3: " + err.Error())
+		}
+		var id int64
+		switch {
+		case e.Type == nexmark.PersonEvent && q3State(e.Person.State):
+			id = e.Person.ID
+			buf = place.Append(append(buf[:0], q8Person), typed.Tuple3[string, string, string]{
+				A: string(e.Person.Name), B: string(e.Person.City), C: string(e.Person.State)})
+		case e.Type == nexmark.AuctionEvent && e.Auction.Category == q3Category:
+			id = e.Auction.Seller
+			buf = binary.LittleEndian.AppendUint64(append(buf[:0], q8Auction), uint64(e.Auction.ID))
+		default:
+			return
+		}
+		out.EmitKeyValue(guest.Int64(id), buf)
+	})
+	codec := localItemCodec()
+	var row, waiting []byte
+	emit := func(out *guest.Collector, auction int64, person []byte) {
+		p, err := place.Decode(person)
+		if err != nil {
+			panic("q3: a person in keyed state: " + err.Error())
+		}
+		row = codec.Append(row[:0], typed.Tuple2[int64, typed.Tuple3[string, string, string]]{A: auction, B: p})
+		out.EmitValue(row)
+	}
+	joined := proj.KeyBy("q3.by-person", func(r guest.Record) []byte { return r.Key }).
+		Process("q3.join", func(ctx *guest.KeyedContext, r guest.Record, out *guest.Collector) {
+			if r.Value[0] == q8Person {
+				person := r.Value[1:]
+				ctx.Put("person", person)
+				if w, ok := ctx.Get("waiting"); ok {
+					waiting = append(waiting[:0], w...)
+					for ; len(waiting) >= 8; waiting = waiting[8:] {
+						emit(out, int64(binary.LittleEndian.Uint64(waiting)), person)
+					}
+					ctx.Delete("waiting")
+				}
+				return
+			}
+			auction := int64(binary.LittleEndian.Uint64(r.Value[1:]))
+			if p, ok := ctx.Get("person"); ok {
+				emit(out, auction, p)
+				return
+			}
+			w, _ := ctx.Get("waiting")
+			ctx.Put("waiting", binary.LittleEndian.AppendUint64(append(waiting[:0], w...), uint64(auction)))
+		})
+	return typed.Of(env, joined, codec)
+}

@@ -9,6 +9,9 @@
 //     cents, truncated);
 //   - q2: selection, the auction and price of every bid on an auction whose
 //     id is a multiple of 123;
+//   - q3: local item suggestion, every auction of category 10 with its
+//     seller's name, city and state when the seller lives in OR, ID or CA,
+//     an incremental keyed join (join.go);
 //   - q5: hot items, in each sliding window (10 s every 2 s) the auctions
 //     with the most bids (windows.go);
 //   - q7: highest bid, in each tumbling window of 10 s the bids at its
@@ -16,12 +19,12 @@
 //   - q8: new users, the persons who opened an auction in the tumbling
 //     window of 10 s they were created in, a window join (join.go).
 //
-// q3 and q4 need more joins (issue #12); their plain-Go references are in
+// q4 needs more joins (issue #12); its plain-Go reference is in
 // sdk/nexmark/reference.
 //
 // Arguments (after `--` on the sluice command line):
 //
-//	--query q0|q1|q2|q5|q7|q8
+//	--query q0|q1|q2|q3|q5|q7|q8
 //	                       the query (default q0)
 //	--sink collect|blackhole
 //	                       where results go (default collect)
@@ -39,7 +42,9 @@
 // for q2, "id<TAB>name<TAB>start" for q8. Those of q5 are
 // typed.WindowedCodec(typed.Int64(), typed.Int64()) of auction, window and
 // count (q5 has no --text); those of q8 typed.WindowedCodec(typed.Int64(),
-// typed.Bytes()) of person id, window and name.
+// typed.Bytes()) of person id, window and name; those of q3
+// typed.Pair(typed.Int64(), typed.Triple(typed.String(), typed.String(),
+// typed.String())) of auction, name, city and state (q3 has no --text).
 package main
 
 import (
@@ -102,6 +107,8 @@ func plan(env *guest.Env) {
 		out = q5(events)
 	case "q7":
 		out = bidLines(o, q7(events))
+	case "q3":
+		out = q3(env, src)
 	case "q8":
 		q8 := q8(env, src)
 		out = q8
@@ -158,7 +165,7 @@ func bidLines(o options, bids *typed.Stream[[]byte]) interface {
 // toEuro is q1's conversion, 0.908 × price, in integer cents.
 func toEuro(price int64) int64 { return price * 908 / 1000 }
 
-const usage = "usage: nexmark [--query q0|q1|q2|q5|q7|q8] [--sink collect|blackhole] [--events N] [--rate R] [--seed S] [--base-time MS] [--out-of-order G] [--text]"
+const usage = "usage: nexmark [--query q0|q1|q2|q3|q5|q7|q8] [--sink collect|blackhole] [--events N] [--rate R] [--seed S] [--base-time MS] [--out-of-order G] [--text]"
 
 func parseArgs(args []string) (options, error) {
 	o := options{query: "q0", sink: "collect", source: guest.NexmarkOptions{Events: 100_000}}
@@ -180,8 +187,8 @@ func parseArgs(args []string) (options, error) {
 		switch name {
 		case "--query":
 			o.query = val
-			if val != "q0" && val != "q1" && val != "q2" && val != "q5" && val != "q7" && val != "q8" {
-				err = errors.New("--query: this example has q0, q1, q2, q5, q7 and q8")
+			if val != "q0" && val != "q1" && val != "q2" && val != "q3" && val != "q5" && val != "q7" && val != "q8" {
+				err = errors.New("--query: this example has q0, q1, q2, q3, q5, q7 and q8")
 			}
 		case "--sink":
 			o.sink = val

@@ -107,6 +107,12 @@ func TestQueriesMatchReference(t *testing.T) {
 	for _, r := range reference.Q2(evs) {
 		q2 = append(q2, pair.Append(nil, typed.Tuple2[int64, int64]{A: r.Auction, B: r.Price}))
 	}
+	local := typed.Pair(typed.Int64(), typed.Triple(typed.String(), typed.String(), typed.String()))
+	var q3 [][]byte
+	for _, r := range reference.Q3(evs) {
+		q3 = append(q3, local.Append(nil, typed.Tuple2[int64, typed.Tuple3[string, string, string]]{
+			A: r.Auction, B: typed.Tuple3[string, string, string]{A: r.Name, B: r.City, C: r.State}}))
+	}
 	for _, q := range []struct {
 		name string
 		want [][]byte
@@ -114,6 +120,7 @@ func TestQueriesMatchReference(t *testing.T) {
 		{"q0", encodeBids(reference.Q0(evs))},
 		{"q1", encodeBids(reference.Q1(evs))},
 		{"q2", q2},
+		{"q3", q3},
 	} {
 		t.Run(q.name, func(t *testing.T) {
 			if len(q.want) == 0 {

@@ -81,3 +81,16 @@ func TestJoinsOnACluster(t *testing.T) {
 		})
 	}
 }
+
+// A window join under checkpoints every 50 ms with the TaskManager running
+// the join killed: the join's task aligns the barriers of its two inputs,
+// and after the restore every key and window is emitted once with both
+// sides' records.
+func TestWindowJoinSurvivesATaskManagerKill(t *testing.T) {
+	const events, keys, size = 200_000, 20, 1000
+	args := []string{"--mode", "cogroup", "--events", fmt.Sprint(events), "--keys", fmt.Sprint(keys), "--size", fmt.Sprint(size), "--per-poll", "20"}
+	r := runKillingVertexTM(t, 4, unionGuest, args, "win")
+	if diff := localtest.Diff(want.CoGroup(events, keys, size, size), sortedLines(r.Records)); diff != "" {
+		t.Fatalf("cogroup after the kill:\n%s", diff)
+	}
+}

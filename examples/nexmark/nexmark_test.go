@@ -185,4 +185,15 @@ func TestWindowQueriesMatchReference(t *testing.T) {
 			sameRecords(t, q.name, runQuery(t, c, wasm, q.name, "collect", "--base-time", fmt.Sprint(base)).Records, q.want)
 		})
 	}
+	t.Run("q8 text", func(t *testing.T) {
+		r := runQuery(t, c, wasm, "q8", "collect", "--base-time", fmt.Sprint(base), "--text")
+		var want []string
+		for _, u := range reference.Q8(evs) {
+			want = append(want, fmt.Sprintf("%d\t%s\t%d", u.ID, u.Name, u.Start))
+		}
+		slices.Sort(want)
+		if d := localtest.Diff(want, localtest.Lines(r.Records)); d != "" {
+			t.Fatalf("q8 --text:\n%s", d)
+		}
+	})
 }

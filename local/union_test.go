@@ -94,3 +94,26 @@ func TestWindowJoinSurvivesATaskManagerKill(t *testing.T) {
 		t.Fatalf("cogroup after the kill:\n%s", diff)
 	}
 }
+
+// Stop-with-savepoint while joins have records waiting, resume at p=3:
+// the joins' keyed state and timers move with their key groups, and every
+// pair (cogroup: every key and window) comes out once over the two runs.
+func TestJoinsResumeFromASavepointAtAnotherParallelism(t *testing.T) {
+	const events, keys, size = 20_000, 20, 1000
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"cogroup", []string{"--mode", "cogroup"}, want.CoGroup(events, keys, size, size)},
+		{"interval join", []string{"--mode", "interval", "--lower", "-200", "--upper", "300"}, want.Interval(events, keys, -200, 300)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			recs := stopAndResume(t, 8, unionGuest, append([]string{"--events", fmt.Sprint(events), "--keys", fmt.Sprint(keys),
+				"--size", fmt.Sprint(size), "--per-poll", "20"}, tc.args...))
+			if diff := localtest.Diff(tc.want, sortedLines(recs)); diff != "" {
+				t.Fatalf("%s after the resume at p=3:\n%s", tc.name, diff)
+			}
+		})
+	}
+}

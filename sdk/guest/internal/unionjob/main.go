@@ -12,6 +12,7 @@
 //	--keys K         keys (default 3)
 //	--size MS        window size (default 100)
 //	--per-poll N     events per poll at most (default 100)
+//	--forever        the sources never end (they fall silent after their events)
 //	--b-wait N       source b emits nothing in its first N polls (default 0; an empty poll pauses the source
 //	                 up to 10 ms on a cluster, so 50 hold it back about half a second)
 //
@@ -116,7 +117,7 @@ func source(env *guest.Env, name string, parity int64, o options) *guest.Stream 
 			ctx.EmitWatermark(t)
 			next += 2
 		}
-		return next >= o.events
+		return next >= o.events && !o.forever
 	}).SetParallelism(1).
 		WithWatermarks(guest.GuestWatermarks()).
 		OnOpen(func(ctx *guest.Context) {
@@ -138,6 +139,7 @@ type options struct {
 	events        int64
 	keys, perPoll int
 	bWait         int
+	forever       bool
 	size, slide   time.Duration
 	lower, upper  time.Duration
 }
@@ -147,6 +149,10 @@ func parse(env *guest.Env) options {
 		lower: -50 * time.Millisecond, upper: 50 * time.Millisecond}
 	args := env.Args()
 	for i := 0; i < len(args); i++ {
+		if args[i] == "--forever" { // a switch: no value
+			o.forever = true
+			continue
+		}
 		if i+1 >= len(args) {
 			env.Fail(fmt.Errorf("%s needs a value", args[i]))
 			return o

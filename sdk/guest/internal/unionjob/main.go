@@ -4,7 +4,8 @@
 // watermarks, are either united and summed in tumbling windows per key
 // (--mode union) or joined in tumbling windows on their key (--mode join).
 //
-//	--mode M         union (default), join, cogroup or interval
+//	--mode M         union (default), join, cogroup, interval or typed-interval (interval
+//	                 with the typed SDK's IntervalJoin)
 //	--lower MS, --upper MS
 //	                 interval: an a event at t joins the b events of its key in [t+lower, t+upper] (default -50, 50)
 //	--slide MS       join, cogroup: sliding windows of --size every MS (default 0: tumbling)
@@ -31,6 +32,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/sdk/guest"
+	"github.com/sluicehq/sluice/sdk/guest/typed"
 )
 
 // Base is the first event's time.
@@ -75,8 +77,13 @@ func init() {
 			a.Join(b, key, key).Between(o.lower, o.upper).Process("win", func(l, r guest.Record, out *guest.Collector) {
 				out.EmitValue(fmt.Appendf(nil, "%s %s %s", l.Key, l.Value, r.Value))
 			}).Collect("out")
+		case "typed-interval":
+			key := func(v string) string { n, _ := strconv.Atoi(v); return fmt.Sprintf("k%d", (n/2)%o.keys) }
+			ta, tb := typed.Of(env, a, typed.String()), typed.Of(env, b, typed.String())
+			typed.IntervalJoin(typed.Join(ta, tb, typed.String(), key, key), o.lower, o.upper, "win", typed.String(),
+				func(l, r string, out *typed.Emitter[string]) { out.Emit(key(l) + " " + l + " " + r) }).Collect("out")
 		default:
-			env.Fail(fmt.Errorf("--mode %q: want union, join, cogroup or interval", o.mode))
+			env.Fail(fmt.Errorf("--mode %q: want union, join, cogroup, interval or typed-interval", o.mode))
 		}
 	})
 }

@@ -32,6 +32,7 @@ func TestUnionAndJoinJobs(t *testing.T) {
 		{"cogroup", []string{"--slide", "50"}, want.CoGroup(events, keys, size, 50)},
 		{"interval", []string{"--lower", "-40", "--upper", "70"}, want.Interval(events, keys, -40, 70)},
 		{"interval", []string{"--lower", "10", "--upper", "10"}, want.Interval(events, keys, 10, 10)},
+		{"typed-interval", []string{"--lower", "-40", "--upper", "70"}, want.Interval(events, keys, -40, 70)},
 	} {
 		if len(tc.want) == 0 {
 			t.Fatalf("%s %v: the oracle has no lines: the test would prove nothing", tc.mode, tc.args)

@@ -3,6 +3,7 @@
 package guest
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/jobgraph"
@@ -59,5 +60,28 @@ func TestUnionMisuse(t *testing.T) {
 		"nil": {func(env *Env) { env.TextSource("a").Union("u", nil).Collect("o") }, "stream 1 is nil"},
 	} {
 		t.Run(name, func(t *testing.T) { planFails(t, tc.plan, tc.want) })
+	}
+}
+
+// A union of two forward edges of equal parallelism is still not chained
+// to either input: a vertex with several inputs heads its own chain (its
+// task reads one gate per input), and what follows it chains to it.
+func TestUnionIsNotChainedToItsInputs(t *testing.T) {
+	h := withJob(t, func(env *Env) {
+		a := env.TextSource("a").Map("ma", func(r Record) Record { return r })
+		b := env.TextSource("b")
+		a.Union("u", b).Map("after", func(r Record) Record { return r }).Collect("out")
+	})
+	g := planOf(t, h)
+	var got []string
+	for _, c := range jobgraph.Chains(g, 2) {
+		var ns []string
+		for _, id := range c.Vertices {
+			ns = append(ns, g.Vertices[id-1].Name)
+		}
+		got = append(got, strings.Join(ns, "+"))
+	}
+	if want := "a+ma b u+after+out"; strings.Join(got, " ") != want {
+		t.Errorf("chains %q, want %s", got, want)
 	}
 }

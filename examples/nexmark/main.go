@@ -9,17 +9,23 @@
 //     cents, truncated);
 //   - q2: selection, the auction and price of every bid on an auction whose
 //     id is a multiple of 123;
+//   - q3: local item suggestion, every auction of category 10 with its
+//     seller's name, city and state when the seller lives in OR, ID or CA,
+//     an incremental keyed join (join.go);
 //   - q5: hot items, in each sliding window (10 s every 2 s) the auctions
 //     with the most bids (windows.go);
 //   - q7: highest bid, in each tumbling window of 10 s the bids at its
-//     highest price (windows.go).
+//     highest price (windows.go);
+//   - q8: new users, the persons who opened an auction in the tumbling
+//     window of 10 s they were created in, a window join (join.go).
 //
-// q3, q4 and q8 need joins and more windows (issue #12); their plain-Go
-// references are in sdk/nexmark/reference.
+// q4 needs more joins (issue #12); its plain-Go reference is in
+// sdk/nexmark/reference.
 //
 // Arguments (after `--` on the sluice command line):
 //
-//	--query q0|q1|q2|q5|q7 the query (default q0)
+//	--query q0|q1|q2|q3|q5|q7|q8
+//	                       the query (default q0)
 //	--sink collect|blackhole
 //	                       where results go (default collect)
 //	--events N             the stream's events (default 100000; 0: unbounded)
@@ -36,9 +42,12 @@
 // (nexmark.BidCodec); those of q2 are typed.Pair(typed.Int64(),
 // typed.Int64()) of auction and price. With --text they are lines:
 // "auction<TAB>bidder<TAB>price<TAB>time" for q0, q1 and q7, "auction<TAB>price"
-// for q2, "auction<TAB>start<TAB>end<TAB>count" for q5. Those of q5 are
-// typed.WindowedCodec(typed.Int64(), typed.Int64()) of auction, window and
-// count.
+// for q2, "auction<TAB>start<TAB>end<TAB>count" for q5, "id<TAB>name<TAB>start"
+// for q8, "auction<TAB>name<TAB>city<TAB>state" for q3. Those of q5 are typed.WindowedCodec(typed.Int64(),
+// typed.Int64()) of auction, window and count; those of q8
+// typed.WindowedCodec(typed.Int64(), typed.Bytes()) of person id, window and
+// name; those of q3 typed.Pair(typed.Int64(), typed.Triple(typed.String(),
+// typed.String(), typed.String())) of auction, name, city and state.
 package main
 
 import (
@@ -77,7 +86,7 @@ func plan(env *guest.Env) {
 	// event's encoding is nexmark.BidCodec's), q1 rewrites the price of a
 	// copy in place and q2 reads two fields, none decoding the event.
 	src := env.NexmarkSource("events", o.source)
-	if o.query == "q5" || o.query == "q7" {
+	if o.query == "q5" || o.query == "q7" || o.query == "q8" {
 		src = src.WithWatermarks(guest.BoundedOutOfOrderness(windowOutOfOrderness))
 	}
 	events := typed.Of(env, src, typed.Bytes())
@@ -111,6 +120,27 @@ func plan(env *guest.Env) {
 		}
 	case "q7":
 		out = bidLines(o, q7(events))
+	case "q3":
+		q3 := q3(env, src)
+		out = q3
+		if o.text {
+			out = typed.Format(q3, "text", func(line []byte, r typed.Tuple2[int64, typed.Tuple3[string, string, string]]) []byte {
+				line = strconv.AppendInt(line, r.A, 10)
+				for _, f := range []string{r.B.A, r.B.B, r.B.C} {
+					line = append(append(line, '\t'), f...)
+				}
+				return line
+			})
+		}
+	case "q8":
+		q8 := q8(env, src)
+		out = q8
+		if o.text {
+			out = typed.Format(q8, "text", func(line []byte, r typed.Windowed[int64, []byte]) []byte {
+				line = append(append(strconv.AppendInt(line, r.Key, 10), '\t'), r.Value...)
+				return strconv.AppendInt(append(line, '\t'), r.Window.Start, 10)
+			})
+		}
 	case "q2":
 		q2 := typed.FlatMap(events, "q2", typed.Pair(typed.Int64(), typed.Int64()),
 			func(e []byte, out *typed.Emitter[typed.Tuple2[int64, int64]]) {
@@ -165,7 +195,7 @@ func bidLines(o options, bids *typed.Stream[[]byte]) sink {
 // toEuro is q1's conversion, 0.908 × price, in integer cents.
 func toEuro(price int64) int64 { return price * 908 / 1000 }
 
-const usage = "usage: nexmark [--query q0|q1|q2|q5|q7] [--sink collect|blackhole] [--events N] [--rate R] [--seed S] [--base-time MS] [--out-of-order G] [--text] [--out PATH]"
+const usage = "usage: nexmark [--query q0|q1|q2|q3|q5|q7|q8] [--sink collect|blackhole] [--events N] [--rate R] [--seed S] [--base-time MS] [--out-of-order G] [--text] [--out PATH]"
 
 func parseArgs(args []string) (options, error) {
 	o := options{query: "q0", sink: "collect", source: guest.NexmarkOptions{Events: 100_000}}
@@ -187,8 +217,8 @@ func parseArgs(args []string) (options, error) {
 		switch name {
 		case "--query":
 			o.query = val
-			if val != "q0" && val != "q1" && val != "q2" && val != "q5" && val != "q7" {
-				err = errors.New("--query: this example has q0, q1, q2, q5 and q7")
+			if val != "q0" && val != "q1" && val != "q2" && val != "q3" && val != "q5" && val != "q7" && val != "q8" {
+				err = errors.New("--query: this example has q0, q1, q2, q3, q5, q7 and q8")
 			}
 		case "--sink":
 			o.sink = val

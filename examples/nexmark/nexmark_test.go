@@ -107,6 +107,12 @@ func TestQueriesMatchReference(t *testing.T) {
 	for _, r := range reference.Q2(evs) {
 		q2 = append(q2, pair.Append(nil, typed.Tuple2[int64, int64]{A: r.Auction, B: r.Price}))
 	}
+	local := typed.Pair(typed.Int64(), typed.Triple(typed.String(), typed.String(), typed.String()))
+	var q3 [][]byte
+	for _, r := range reference.Q3(evs) {
+		q3 = append(q3, local.Append(nil, typed.Tuple2[int64, typed.Tuple3[string, string, string]]{
+			A: r.Auction, B: typed.Tuple3[string, string, string]{A: r.Name, B: r.City, C: r.State}}))
+	}
 	for _, q := range []struct {
 		name string
 		want [][]byte
@@ -114,6 +120,7 @@ func TestQueriesMatchReference(t *testing.T) {
 		{"q0", encodeBids(reference.Q0(evs))},
 		{"q1", encodeBids(reference.Q1(evs))},
 		{"q2", q2},
+		{"q3", q3},
 	} {
 		t.Run(q.name, func(t *testing.T) {
 			if len(q.want) == 0 {
@@ -132,6 +139,15 @@ func TestQueriesMatchReference(t *testing.T) {
 		if d := localtest.Diff(want, localtest.Lines(r.Records)); d != "" {
 			t.Fatalf("q2 --text:\n%s", d)
 		}
+		r = runQuery(t, c, wasm, "q3", "collect", "--text")
+		want = nil
+		for _, row := range reference.Q3(evs) {
+			want = append(want, fmt.Sprintf("%d\t%s\t%s\t%s", row.Auction, row.Name, row.City, row.State))
+		}
+		slices.Sort(want)
+		if d := localtest.Diff(want, localtest.Lines(r.Records)); d != "" {
+			t.Fatalf("q3 --text:\n%s", d)
+		}
 	})
 	t.Run("blackhole", func(t *testing.T) {
 		if r := runQuery(t, c, wasm, "q1", "blackhole"); len(r.Records) != 0 {
@@ -141,8 +157,9 @@ func TestQueriesMatchReference(t *testing.T) {
 }
 
 // The windowed queries run over a stream from 9 s to 11 s (at the
-// generator's 10,000 events a second): it crosses q7's window end at 10 s,
-// with bids at exactly that time, and q5's windows that slide there. (A
+// generator's 10,000 events a second): it crosses q7's and q8's window end
+// at 10 s, with bids at exactly that time, and q5's windows that slide
+// there. (A
 // bid at the end that ties the highest price is rare in a generated
 // stream: windows_test.go covers it.)
 func TestWindowQueriesMatchReference(t *testing.T) {
@@ -156,6 +173,11 @@ func TestWindowQueriesMatchReference(t *testing.T) {
 		q5 = append(q5, hot.Append(nil, typed.Windowed[int64, int64]{Key: r.Auction, Window: guest.Window{Start: r.Start, End: r.End}, Value: r.Num}))
 	}
 	q7 := reference.Q7(evs)
+	newUser := typed.WindowedCodec(typed.Int64(), typed.Bytes())
+	var q8 [][]byte
+	for _, r := range reference.Q8(evs) {
+		q8 = append(q8, newUser.Append(nil, typed.Windowed[int64, []byte]{Key: r.ID, Window: guest.Window{Start: r.Start, End: r.Start + reference.WindowMs}, Value: []byte(r.Name)}))
+	}
 	if !slices.ContainsFunc(evs, func(e nexmark.Event) bool {
 		return e.Type == nexmark.BidEvent && e.Bid.DateTime%reference.WindowMs == 0
 	}) {
@@ -164,7 +186,7 @@ func TestWindowQueriesMatchReference(t *testing.T) {
 	for _, q := range []struct {
 		name string
 		want [][]byte
-	}{{"q5", q5}, {"q7", encodeBids(q7)}} {
+	}{{"q5", q5}, {"q7", encodeBids(q7)}, {"q8", q8}} {
 		t.Run(q.name, func(t *testing.T) {
 			if len(q.want) == 0 {
 				t.Fatal("the reference has no rows: the test would prove nothing")
@@ -172,4 +194,15 @@ func TestWindowQueriesMatchReference(t *testing.T) {
 			sameRecords(t, q.name, runQuery(t, c, wasm, q.name, "collect", "--base-time", fmt.Sprint(base)).Records, q.want)
 		})
 	}
+	t.Run("q8 text", func(t *testing.T) {
+		r := runQuery(t, c, wasm, "q8", "collect", "--base-time", fmt.Sprint(base), "--text")
+		var want []string
+		for _, u := range reference.Q8(evs) {
+			want = append(want, fmt.Sprintf("%d\t%s\t%d", u.ID, u.Name, u.Start))
+		}
+		slices.Sort(want)
+		if d := localtest.Diff(want, localtest.Lines(r.Records)); d != "" {
+			t.Fatalf("q8 --text:\n%s", d)
+		}
+	})
 }

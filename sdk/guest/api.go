@@ -343,6 +343,10 @@ func (s *Stream) OnTimer(fn TimerFunc) *Stream {
 		s.env.fail("OnTimer on %q: a window operator's timers are its own", s.op.name)
 		return s
 	}
+	if s.op.interval != nil {
+		s.env.fail("OnTimer on %q: an interval join's timers are its own", s.op.name)
+		return s
+	}
 	s.op.timer = fn
 	return s
 }
@@ -482,7 +486,7 @@ type Collector struct {
 func newCollector(next stage) Collector {
 	c := Collector{next: next}
 	c.emit, _ = next.(*emitter)
-	if kb, ok := next.(*keyByStage); ok && kb.emit != nil {
+	if kb, ok := next.(*keyByStage); ok && kb.emit != nil && kb.tag == 0 {
 		c.keyBy = kb
 	}
 	return c

@@ -33,7 +33,12 @@
 //
 // Windows (window.go; docs/event-time.md, "Windows") are keyed Process
 // operators the SDK writes: each key's open windows in keyed state, timers
-// to fire them, and an optional late output.
+// to fire them, and an optional late output. Joins (join.go) are a keyed
+// operator with two inputs, each side's records keyed and tagged with
+// their side: a window join (Join(...).Window(w).Apply or CoGroup) keeps
+// them as a window process function does, an interval join
+// (Join(...).Between(lower, upper).Process) per side until the watermark
+// passes them. Union is one operator with an input edge per stream.
 //
 // This is the byte-level API: keys and values are []byte. Its typed layer,
 // package sdk/guest/typed, gives streams of Go values with codecs

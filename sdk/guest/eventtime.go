@@ -117,6 +117,10 @@ func (s *Stream) OnEventTimer(fn TimerFunc) *Stream {
 		s.env.fail("OnEventTimer on %q: a window operator's timers are its own", s.op.name)
 		return s
 	}
+	if s.op.interval != nil {
+		s.env.fail("OnEventTimer on %q: an interval join's timers are its own", s.op.name)
+		return s
+	}
 	s.op.eventTimer = fn
 	return s
 }

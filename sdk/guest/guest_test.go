@@ -238,15 +238,7 @@ func TestPlanMisuse(t *testing.T) {
 		"timer on map":    {func(env *Env) { env.TextSource("in").OnTimer(nil) }, "only Process operators have timers"},
 		"empty":           {func(env *Env) {}, "declares no operators"},
 	} {
-		t.Run(name, func(t *testing.T) {
-			h := withJob(t, tc.plan)
-			if st := doPlan(argsBatch()); st != abi.StatusError {
-				t.Fatalf("status %d, want error", st)
-			}
-			if !strings.Contains(h.failMsg, tc.want) {
-				t.Errorf("fail message %q lacks %q", h.failMsg, tc.want)
-			}
-		})
+		t.Run(name, func(t *testing.T) { planFails(t, tc.plan, tc.want) })
 	}
 	h := withJob(t, nil)
 	if st := doPlan(argsBatch()); st != abi.StatusError || !strings.Contains(h.failMsg, "no job declared") {
@@ -565,4 +557,17 @@ func FuzzEachRecord(f *testing.F) {
 			}
 		}
 	})
+}
+
+// planFails fails t unless planning plan fails with a message containing
+// want.
+func planFails(t *testing.T, plan func(env *Env), want string) {
+	t.Helper()
+	h := withJob(t, plan)
+	if st := doPlan(argsBatch()); st != abi.StatusError {
+		t.Fatalf("status %d, want error", st)
+	}
+	if !strings.Contains(h.failMsg, want) {
+		t.Errorf("fail message %q lacks %q", h.failMsg, want)
+	}
 }

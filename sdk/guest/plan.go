@@ -23,17 +23,22 @@ type op struct {
 	flatMap FlatMapFunc
 	filter  FilterFunc
 	keyFn   KeyFunc
-	reduce  ReduceFunc
-	final   bool
-	result  func(dst, acc []byte) []byte
-	process ProcessFunc
-	timer   TimerFunc
+	// joinSide, on a KeyBy, is 1 + the side byte it puts in front of each
+	// record's value (join.go); 0 for a plain KeyBy.
+	joinSide int16
+	reduce   ReduceFunc
+	final    bool
+	result   func(dst, acc []byte) []byte
+	process  ProcessFunc
+	timer    TimerFunc
 	// eventTimer runs for event-time timers (OnEventTimer).
 	eventTimer TimerFunc
 	source     SourceFunc
 	// window is a window operator's (a Process vertex) state and timers.
 	window *windowOp
-	sink   SinkFunc
+	// interval is an interval join's (a Process vertex with two inputs).
+	interval *intervalJoin
+	sink     SinkFunc
 
 	onOpen    func(ctx *Context)
 	onBarrier func(ctx *Context, checkpointID int64)

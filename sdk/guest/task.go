@@ -306,11 +306,18 @@ type keyByStage struct {
 	fn   KeyFunc
 	next stage
 	emit *emitter // next, when it is the emitter
+	// A join side's KeyBy tags the values (join.go): tag is 1 + the side.
+	tag    int16
+	tagged []byte
 }
 
 func (s *keyByStage) push(r Record) {
 	r.Key = s.fn(r)
 	r.HasKey = true
+	if s.tag != 0 {
+		s.tagged = append(append(s.tagged[:0], byte(s.tag-1)), r.Value...)
+		r.Value = s.tagged
+	}
 	if s.emit != nil {
 		s.emit.push(r)
 		return
@@ -578,7 +585,7 @@ func newTask(info abi.TaskInfo) (*task, error) {
 			s = &flatMapStage{fn: o.flatMap, out: newCollector(next), next: next}
 		case jobgraph.KindKeyBy:
 			em, _ := next.(*emitter)
-			s = &keyByStage{fn: o.keyFn, next: next, emit: em}
+			s = &keyByStage{fn: o.keyFn, next: next, emit: em, tag: o.joinSide}
 		case jobgraph.KindReduce:
 			s = &reduceStage{ctx: KeyedContext{Context: *ctx}, fn: o.reduce, op: o, next: next}
 		case jobgraph.KindProcess:

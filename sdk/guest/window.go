@@ -254,6 +254,9 @@ func (s *Stream) Late(name string) *Stream {
 	case wo.w.procTime:
 		e.fail("Late(%q) on %q: processing-time windows have no late records", name, s.op.name)
 		return s
+	case wo.join:
+		e.fail("Late(%q) on %q: a join has no late output: it counts its late records in %q", name, s.op.name, s.op.name+".late")
+		return s
 	}
 	l := (&Stream{env: e, op: s.op, part: jobgraph.Forward}).then(name, jobgraph.KindFlatMap, false)
 	l.flatMap = selectTag(tagLate)
@@ -316,9 +319,12 @@ type windowOp struct {
 	process WindowProcessFunc
 
 	lateOp, mainOp *op
+	// join: the operator is a window join's (join.go): its records are
+	// tagged with their side, and it has no late output.
+	join bool
 
 	buf, res, tagged []byte
-	recs             []Record
+	recs             windowRecords
 	wins             []Window
 	sessions         []session
 }
@@ -464,22 +470,28 @@ func appendWindowRecord(b []byte, r Record) []byte {
 	return append(b, r.Value...)
 }
 
-func (wo *windowOp) decodeRecords(key, b []byte) []Record {
-	wo.recs = wo.recs[:0]
+func (wo *windowOp) decodeRecords(key, b []byte) []Record { return wo.recs.decode(wo.op.name, key, b) }
+
+// windowRecords decodes records in appendWindowRecord's encoding, into a
+// slice it reuses.
+type windowRecords struct{ recs []Record }
+
+func (d *windowRecords) decode(opName string, key, b []byte) []Record {
+	d.recs = d.recs[:0]
 	for len(b) > 0 {
 		if len(b) < 13 {
-			panic(fmt.Sprintf("window %q: malformed window state", wo.op.name))
+			panic(fmt.Sprintf("operator %q: malformed state", opName))
 		}
 		r := Record{Key: key, HasKey: true, HasTime: b[0] == 1, Time: int64(binary.LittleEndian.Uint64(b[1:]))}
 		n := int(binary.LittleEndian.Uint32(b[9:]))
 		b = b[13:]
 		if n > len(b) {
-			panic(fmt.Sprintf("window %q: malformed window state", wo.op.name))
+			panic(fmt.Sprintf("operator %q: malformed state", opName))
 		}
 		r.Value, b = b[:n:n], b[n:]
-		wo.recs = append(wo.recs, r)
+		d.recs = append(d.recs, r)
 	}
-	return wo.recs
+	return d.recs
 }
 
 // late passes r to the late output, or counts and drops it.

@@ -72,15 +72,7 @@ func TestWindowPlanMisuse(t *testing.T) {
 			(&KeyedStream{s: s}).Window(Tumbling(time.Second)).Reduce("w", sum).Collect("o")
 		}, "must follow KeyBy"},
 	} {
-		t.Run(name, func(t *testing.T) {
-			h := withJob(t, tc.plan)
-			if st := doPlan(argsBatch()); st != abi.StatusError {
-				t.Fatalf("status %d, want error", st)
-			}
-			if !strings.Contains(h.failMsg, tc.want) {
-				t.Errorf("fail message %q lacks %q", h.failMsg, tc.want)
-			}
-		})
+		t.Run(name, func(t *testing.T) { planFails(t, tc.plan, tc.want) })
 	}
 }
 

@@ -56,9 +56,12 @@ func TestValidate(t *testing.T) {
 		{"kafka source without a topic", func(g *Graph) {
 			g.Vertices[0].Connector, g.Vertices[0].Config = ConnectorKafkaSource, map[string]string{ConfigKafkaBrokers: "127.0.0.1:9092"}
 		}, "kafka source: no topic"},
-		{"kafka sink, not run yet", func(g *Graph) {
+		{"kafka sink", func(g *Graph) {
 			g.Vertices[4].Connector, g.Vertices[4].Config = ConnectorKafkaSink, map[string]string{ConfigKafkaBrokers: "127.0.0.1:9092", ConfigKafkaTopic: "out"}
-		}, `unknown connector "kafka-sink"`},
+		}, ""},
+		{"kafka sink with a bad topic header", func(g *Graph) {
+			g.Vertices[4].Connector, g.Vertices[4].Config = ConnectorKafkaSink, map[string]string{ConfigKafkaBrokers: "127.0.0.1:9092", ConfigKafkaTopic: "out", ConfigKafkaTopicHeader: ""}
+		}, "kafka sink: topic-header"},
 		{"nexmark source into a blackhole", func(g *Graph) {
 			g.Vertices[0].Connector, g.Vertices[0].Config = ConnectorNexmark, map[string]string{ConfigNexmarkEvents: "1000", ConfigNexmarkRate: "0"}
 			g.Vertices[4].Connector = ConnectorBlackhole

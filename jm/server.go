@@ -424,9 +424,10 @@ func quotasOf(ts *auth.Tenants) func(string) dispatcher.Quotas {
 	return func(tenant string) dispatcher.Quotas {
 		q := ts.Quotas(tenant)
 		return dispatcher.Quotas{
-			Slots:       q.Slots,
-			RunningJobs: q.RunningJobs,
-			ModuleBytes: q.ModuleBytes,
+			Slots:            q.Slots,
+			RunningJobs:      q.RunningJobs,
+			SubmitsPerMinute: q.SubmitsPerMinute,
+			ModuleBytes:      q.ModuleBytes,
 			Limits: control.TaskLimits{MemoryBytes: q.MemoryBytes, CallTimeout: q.CallTimeout(), StateBytes: q.StateBytes,
 				CPUWeight: q.CPUWeight, FuelPerSecond: q.FuelPerSecond, CallFuel: q.CallFuel},
 		}

@@ -33,6 +33,10 @@ type Quotas struct {
 	Slots int `json:"slots,omitempty"`
 	// RunningJobs is the most jobs the tenant may have that have not ended.
 	RunningJobs int `json:"running_jobs,omitempty"`
+	// SubmitsPerMinute is the most jobs the tenant may submit per minute
+	// (a token bucket holding a sixth of it, at least 1: that many at
+	// once, then one every 60/SubmitsPerMinute seconds).
+	SubmitsPerMinute int `json:"submits_per_minute,omitempty"`
 	// ModuleBytes is the largest module the tenant may upload.
 	ModuleBytes int64 `json:"module_bytes,omitempty"`
 	// MemoryBytes caps the linear memory of each of the tenant's Wasm
@@ -146,7 +150,7 @@ func ParseTenants(b []byte) (*Tenants, error) {
 			return nil, fmt.Errorf("tenant %q listed twice: merge its entries (token_sha256 takes several hashes)", tn.Name)
 		}
 		q := tn.Quotas
-		if q.Slots < 0 || q.RunningJobs < 0 || q.ModuleBytes < 0 || q.MemoryBytes < 0 || q.CallTimeoutMs < 0 || q.StateBytes < 0 ||
+		if q.Slots < 0 || q.RunningJobs < 0 || q.SubmitsPerMinute < 0 || q.ModuleBytes < 0 || q.MemoryBytes < 0 || q.CallTimeoutMs < 0 || q.StateBytes < 0 ||
 			q.FuelPerSecond < 0 || q.CallFuel < 0 {
 			return nil, fmt.Errorf("tenant %q: quotas must be 0 (no limit) or more", tn.Name)
 		}

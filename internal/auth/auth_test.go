@@ -14,7 +14,7 @@ func TestParseTenantsAndLookup(t *testing.T) {
 	if !regexp.MustCompile(`^slc_[A-Za-z0-9_-]{43}$`).MatchString(ta) || ta == tb {
 		t.Fatalf("tokens %q %q", ta, tb)
 	}
-	f := `{"tenants":[{"name":"a","token_sha256":["` + HashToken(ta) + `","` + strings.ToUpper(HashToken("old")) + `"],"quotas":{"slots":4,"running_jobs":2,"call_timeout_ms":1500,"cpu_weight":3,"fuel_per_second":1000000,"call_fuel":5000}},
+	f := `{"tenants":[{"name":"a","token_sha256":["` + HashToken(ta) + `","` + strings.ToUpper(HashToken("old")) + `"],"quotas":{"slots":4,"running_jobs":2,"call_timeout_ms":1500,"cpu_weight":3,"fuel_per_second":1000000,"call_fuel":5000,"submits_per_minute":30}},
 		{"name":"b","token_sha256":["` + HashToken(tb) + `"]}]}`
 	ts, err := ParseTenants([]byte(f))
 	if err != nil {
@@ -31,7 +31,7 @@ func TestParseTenantsAndLookup(t *testing.T) {
 		}
 	}
 	if q := ts.Quotas("a"); q.Slots != 4 || q.RunningJobs != 2 || q.CallTimeout().Milliseconds() != 1500 ||
-		q.CPUWeight != 3 || q.FuelPerSecond != 1_000_000 || q.CallFuel != 5000 {
+		q.CPUWeight != 3 || q.FuelPerSecond != 1_000_000 || q.CallFuel != 5000 || q.SubmitsPerMinute != 30 {
 		t.Errorf("quotas %+v", q)
 	}
 	if q := ts.Quotas("nobody"); q != (Quotas{}) {
@@ -51,6 +51,7 @@ func TestParseTenantsRefusesBadFiles(t *testing.T) {
 		"negative quota":   `{"tenants":[{"name":"a","quotas":{"slots":-1}}]}`,
 		"negative fuel":    `{"tenants":[{"name":"a","quotas":{"call_fuel":-1}}]}`,
 		"negative rate":    `{"tenants":[{"name":"a","quotas":{"fuel_per_second":-1}}]}`,
+		"negative submits": `{"tenants":[{"name":"a","quotas":{"submits_per_minute":-1}}]}`,
 		"negative weight":  `{"tenants":[{"name":"a","quotas":{"cpu_weight":-1}}]}`,
 		"huge weight":      `{"tenants":[{"name":"a","quotas":{"cpu_weight":10001}}]}`,
 	} {

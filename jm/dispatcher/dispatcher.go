@@ -118,9 +118,10 @@ type Config struct {
 
 // Quotas bound one tenant. A zero field means no limit of the tenant's own.
 type Quotas struct {
-	Slots       int   // slots the tenant's live jobs may need in all
-	RunningJobs int   // jobs of the tenant not yet ended
-	ModuleBytes int64 // the largest module the tenant may upload
+	Slots            int   // slots the tenant's live jobs may need in all
+	RunningJobs      int   // jobs of the tenant not yet ended
+	SubmitsPerMinute int   // jobs the tenant may submit per minute (submitBucket)
+	ModuleBytes      int64 // the largest module the tenant may upload
 	// Limits go with every task of the tenant's jobs.
 	Limits control.TaskLimits
 }
@@ -154,8 +155,10 @@ type Dispatcher struct {
 
 	mu   sync.Mutex
 	jobs map[string]*jobmaster.JobMaster
-	need map[string]int        // slots each job needs, for the tenant slot quota
-	subs map[string]Submission // what each job was submitted as, for Rescale
+	need map[string]int // slots each job needs, for the tenant slot quota
+	// submits are the tenants' submission buckets (SubmitsPerMinute).
+	submits map[string]*submitBucket
+	subs    map[string]Submission // what each job was submitted as, for Rescale
 	// ended are the jobs that ended under an earlier leader, from the
 	// store: their outcome stays queryable after a failover.
 	ended map[string]ha.Job
@@ -204,7 +207,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	d := &Dispatcher{cfg: cfg, log: cfg.Logger, jobs: map[string]*jobmaster.JobMaster{}, need: map[string]int{}, subs: map[string]Submission{}, ended: map[string]ha.Job{}, stop: make(chan struct{})}
+	d := &Dispatcher{cfg: cfg, log: cfg.Logger, jobs: map[string]*jobmaster.JobMaster{}, need: map[string]int{}, submits: map[string]*submitBucket{}, subs: map[string]Submission{}, ended: map[string]ha.Job{}, stop: make(chan struct{})}
 	d.wg.Add(1)
 	go d.sweep()
 	return d, nil
@@ -283,8 +286,48 @@ func (d *Dispatcher) UploadModule(ctx context.Context, tenant string, wasm []byt
 //   - ErrPermissionDenied: a config setting or connector the tenant's
 //     policy does not allow (checkPolicy), whether the job starts fresh,
 //     from a savepoint or checkpoint, or is a rescale's new job.
+//
+// A tenant over its submission rate (Quotas.SubmitsPerMinute) is refused
+// before anything of the job is read or planned.
 func (d *Dispatcher) SubmitJob(ctx context.Context, tenant string, s Submission) (string, error) {
+	if err := d.takeSubmit(tenant); err != nil {
+		return "", err
+	}
 	return d.start(ctx, tenant, s, "", time.Time{}, "", 0)
+}
+
+// submitBucket is a tenant's token bucket of submissions: it holds a
+// sixth of the per-minute rate (at least 1) and refills at the rate.
+type submitBucket struct {
+	tokens float64
+	last   time.Time
+}
+
+// takeSubmit takes one submission from tenant's bucket, or says when the
+// next one will be there. Every submission counts, including those refused
+// later for another reason: planning is what the rate bounds.
+func (d *Dispatcher) takeSubmit(tenant string) error {
+	rate := d.quotas(tenant).SubmitsPerMinute
+	if rate <= 0 {
+		return nil
+	}
+	now := d.cfg.Now()
+	capacity := max(float64(rate)/6, 1)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	b := d.submits[tenant]
+	if b == nil {
+		b = &submitBucket{tokens: capacity, last: now}
+		d.submits[tenant] = b
+	}
+	b.tokens = min(capacity, b.tokens+now.Sub(b.last).Minutes()*float64(rate))
+	b.last = now
+	if b.tokens < 1 {
+		wait := time.Duration((1 - b.tokens) / float64(rate) * float64(time.Minute))
+		return rpcerr.Errorf(rpcerr.ErrResourceExhausted, "tenant %q: submission quota of %d jobs per minute reached: submit again in %s", tenant, rate, wait.Round(time.Millisecond))
+	}
+	b.tokens--
+	return nil
 }
 
 // start starts a job: a new one (id empty), or with restoreRef (a

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,6 +29,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // fakePlanner plans the graph named by the first argument.
 type fakePlanner struct {
 	graphs map[string]*jobgraph.Graph
+	plans  atomic.Int64
 }
 
 func (p *fakePlanner) Validate(ctx context.Context, tenant string, wasm []byte) error {
@@ -38,6 +40,7 @@ func (p *fakePlanner) Validate(ctx context.Context, tenant string, wasm []byte) 
 }
 
 func (p *fakePlanner) Plan(ctx context.Context, tenant string, wasm []byte, args []string, lim control.TaskLimits) (*jobgraph.Graph, error) {
+	p.plans.Add(1)
 	if len(args) == 0 {
 		return nil, errors.New("guest plan trapped: index out of range\nwasm stack: main.plan")
 	}
@@ -452,5 +455,60 @@ func TestResolveSplitsNexmark(t *testing.T) {
 	g.Vertices[0].Config["events"] = "-1"
 	if _, err := resolveSplits(ctx, nil, DefaultTenant, g, nil, 2, DefaultSplitSize); !errors.Is(err, rpcerr.ErrInvalidArgument) || !strings.Contains(err.Error(), `events "-1"`) {
 		t.Fatalf("a negative count: %v", err)
+	}
+}
+
+// A tenant over its submission rate is refused with RESOURCE_EXHAUSTED
+// saying when to submit again, before its job is planned; its bucket
+// refills at the rate; other tenants are not bound by it.
+func TestSubmitRateQuota(t *testing.T) {
+	f := newFixture(t, func(c *Config) {
+		c.Quotas = func(tenant string) Quotas {
+			if tenant == "b" {
+				return Quotas{SubmitsPerMinute: 12} // a bucket of 2, one more every 5 s
+			}
+			return Quotas{}
+		}
+	})
+	ctx := context.Background()
+	planner := f.d.cfg.Planner.(*fakePlanner)
+	upload := func(tenant string) string {
+		digest, _, err := f.d.UploadModule(ctx, tenant, wasm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return digest
+	}
+	digestB := upload("b")
+	submit := func() error {
+		_, err := f.d.SubmitJob(ctx, "b", Submission{ModuleDigest: digestB, Args: []string{"ok"}})
+		return err
+	}
+	for i := range 2 {
+		if err := submit(); err != nil {
+			t.Fatalf("b's submission %d, within its bucket: %v", i+1, err)
+		}
+	}
+	plans := planner.plans.Load()
+	err := submit()
+	if !errors.Is(err, rpcerr.ErrResourceExhausted) || !strings.Contains(err.Error(), `tenant "b": submission quota of 12 jobs per minute reached: submit again in 5s`) {
+		t.Fatalf("b's third submission at once: %v, want RESOURCE_EXHAUSTED saying to wait 5s", err)
+	}
+	if planner.plans.Load() != plans {
+		t.Fatal("a refused submission was planned")
+	}
+	digestA := upload("a")
+	for range 5 {
+		if _, err := f.d.SubmitJob(ctx, "a", Submission{ModuleDigest: digestA, Args: []string{"ok"}}); err != nil {
+			t.Fatalf("a has no submission quota: %v", err)
+		}
+	}
+	f.now.Add(4 * time.Second)
+	if err := submit(); err == nil || !strings.Contains(err.Error(), "submit again in 1s") {
+		t.Fatalf("b after 4 s: %v, want to wait 1 s more", err)
+	}
+	f.now.Add(time.Second)
+	if err := submit(); err != nil {
+		t.Fatalf("b after 5 s: %v", err)
 	}
 }

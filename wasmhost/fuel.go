@@ -2,6 +2,8 @@ package wasmhost
 
 import (
 	"context"
+	"math"
+	"runtime"
 	"sync"
 	"time"
 
@@ -23,13 +25,20 @@ import (
 // kernel never decides which tenant waits. See docs/RATIONALE.md, "Why
 // fuel, not nice values?".
 
-// The scheduler's slack: a tenant may run fuelLag fuel (over its weight)
-// ahead of the slowest running tenant before it waits; a rate-capped tenant
-// spends fuelBurst at once at most (or a tenth of a second of its rate).
-const (
-	fuelLag   = 4 * rewrite.FuelInterval
-	fuelBurst = 8 * rewrite.FuelInterval
-)
+// The scheduler's configuration (fuelshare.Config): a tenant may run 4
+// trips (over its weight) ahead of the slowest running tenant before it
+// waits; a rate-capped tenant spends 8 trips at once at most (or a tenth
+// of a second of its rate); a call that has spent 2^20 checks (64 trips:
+// a spinning guest's first millisecond or so, more than the calls of a
+// batch of records take) is a long call, whose fuel costs its tenant 256
+// times as much, and which yields its thread at every trip
+// (docs/RATIONALE.md, "Why does a long call cost its tenant more fuel?").
+var fuelConfig = fuelshare.Config{
+	Lag:        4 * rewrite.FuelInterval,
+	Burst:      8 * rewrite.FuelInterval,
+	LongCall:   1 << 20,
+	LongCharge: 256,
+}
 
 // fuelGate is a runtime's fuel scheduler and the guests waiting at their
 // trips. Its methods are safe for concurrent use.
@@ -38,12 +47,16 @@ type fuelGate struct {
 	s       *fuelshare.Scheduler
 	waiting int
 	wake    chan struct{} // closed, and replaced, when waiting guests should ask again
-	now     func() time.Time
-	off     bool // count only (RuntimeConfig.WithFuelShares(false))
+	// until is the least virtual time a waiting guest needs the slowest
+	// running tenant to reach (fuelshare.Decision.Until): a spend below it
+	// wakes nobody.
+	until float64
+	now   func() time.Time
+	off   bool // count only (RuntimeConfig.WithFuelShares(false))
 }
 
 func newFuelGate(off bool) *fuelGate {
-	return &fuelGate{s: fuelshare.New(fuelLag, fuelBurst), wake: make(chan struct{}), now: time.Now, off: off}
+	return &fuelGate{s: fuelshare.New(fuelConfig), wake: make(chan struct{}), until: math.Inf(1), now: time.Now, off: off}
 }
 
 func (g *fuelGate) wakeLocked() {
@@ -51,6 +64,7 @@ func (g *fuelGate) wakeLocked() {
 		close(g.wake)
 		g.wake = make(chan struct{})
 	}
+	g.until = math.Inf(1)
 }
 
 func (g *fuelGate) start(tenant string, sh fuelshare.Share) {
@@ -59,25 +73,45 @@ func (g *fuelGate) start(tenant string, sh fuelshare.Share) {
 	g.s.Start(tenant, sh, g.now())
 }
 
-func (g *fuelGate) stop(tenant string, spent int64) {
+// stop records the fuel a guest spent since its last trip, in a call that
+// had spent call before, and that it stopped running guest code.
+func (g *fuelGate) stop(tenant string, spent, call int64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.s.Spend(tenant, spent)
+	g.s.Spend(tenant, spent, call)
 	g.s.Stop(tenant)
 	g.wakeLocked()
 }
 
-// spend records fuel spent at a trip and reports whether the guest may go
-// on at once.
-func (g *fuelGate) spend(tenant string, spent int64) bool {
+// spend records fuel spent at a trip (call as for stop) and reports
+// whether the guest may go on at once.
+func (g *fuelGate) spend(tenant string, spent, call int64) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.s.Spend(tenant, spent)
+	g.s.Spend(tenant, spent, call)
 	if g.off {
 		return true
 	}
-	g.wakeLocked()
-	return g.s.Ready(tenant, g.now()).Go
+	if g.s.VirtualTime(tenant) >= g.until {
+		g.wakeLocked()
+	}
+	return g.decideLocked(tenant).Go
+}
+
+// decideLocked asks the scheduler about a guest of tenant and keeps what
+// the waiting guests need to know.
+func (g *fuelGate) decideLocked(tenant string) fuelshare.Decision {
+	d := g.s.Ready(tenant, g.now())
+	switch {
+	case d.Go:
+	case !d.RetryAt.IsZero():
+		// The tenant waits for its rate bucket and leaves the others'
+		// comparison, which may free them.
+		g.wakeLocked()
+	default:
+		g.until = min(g.until, d.Until)
+	}
+	return d
 }
 
 // wait blocks until a guest of tenant may go on, or ctx ends.
@@ -90,7 +124,7 @@ func (g *fuelGate) wait(ctx context.Context, tenant string) {
 	}()
 	for {
 		g.mu.Lock()
-		d := g.s.Ready(tenant, g.now())
+		d := g.decideLocked(tenant)
 		if d.Go {
 			g.mu.Unlock()
 			return
@@ -190,7 +224,7 @@ func (in *Instance) fuelStop() {
 	spent := max(f.armed-left, 0)
 	f.armed = left
 	in.addFuel(spent)
-	in.m.rt.fuel.stop(in.cfg.Tenant, spent)
+	in.m.rt.fuel.stop(in.cfg.Tenant, spent, f.callUsed-spent)
 }
 
 func (in *Instance) addFuel(n int64) {
@@ -217,11 +251,11 @@ func (in *Instance) fuelTrip(ctx context.Context) {
 		// every run with the same input.
 		f.hit = true
 		in.deadline.stop.Set(1)
-		in.m.rt.fuel.spend(in.cfg.Tenant, spent)
+		in.m.rt.fuel.spend(in.cfg.Tenant, spent, f.callUsed-spent)
 		in.armFuel()
 		return
 	}
-	if !in.m.rt.fuel.spend(in.cfg.Tenant, spent) {
+	if !in.m.rt.fuel.spend(in.cfg.Tenant, spent, f.callUsed-spent) {
 		// Time the guest waits for its share is not its own.
 		in.deadline.hold()
 		in.m.rt.fuel.wait(ctx, in.cfg.Tenant)
@@ -231,6 +265,11 @@ func (in *Instance) fuelTrip(ctx context.Context) {
 			// the context's AfterFunc runs.
 			in.deadline.cancel()
 		}
+	}
+	if f.callUsed >= fuelConfig.LongCall {
+		// A long call yields its thread to whatever else is ready to
+		// run, the host work of other tasks first among it.
+		runtime.Gosched()
 	}
 	in.armFuel()
 }

@@ -185,7 +185,7 @@ func TestTenantAloneIsNotHeld(t *testing.T) {
 	// Far beyond the slack the heavy tenant would allow a light one that
 	// it ran beside.
 	testutil.CheckFor(t, 5*time.Minute, 10*time.Millisecond, func() error {
-		if f := a.Fuel(); f < 1000*fuelLag {
+		if f := a.Fuel(); f < 1000*fuelConfig.Lag {
 			return fmt.Errorf("fuel %d: held?", f)
 		}
 		return nil
@@ -208,7 +208,7 @@ func TestFuelPerSecondCapsATenant(t *testing.T) {
 	})
 	stop()
 	spent, took := in.Fuel()-before, time.Since(t0)
-	if limit := int64(rate*took.Seconds()) + max(fuelBurst, rate/10) + rewrite.FuelInterval; spent > limit {
+	if limit := int64(rate*took.Seconds()) + max(fuelConfig.Burst, rate/10) + rewrite.FuelInterval; spent > limit {
 		t.Fatalf("spent %d fuel in %v at a cap of %d/s: above %d", spent, took, rate, limit)
 	}
 	t.Logf("spent %d fuel in %v at a cap of %d/s", spent, took, rate)

@@ -15,7 +15,10 @@
 // fuel stays in the ratio of their weights; a tenant alone is never held
 // (work-conserving). A tenant that starts running again after a pause
 // starts from the slowest running tenant's virtual time, so it cannot bank
-// the time it was idle. A rate cap is a token bucket of fuel.
+// the time it was idle. A rate cap is a token bucket of fuel. Optionally
+// (Config.LongCall) the fuel of a long call is charged several times to
+// its tenant's virtual time, so a guest that does not return gets a small
+// part of the CPU beside tenants whose calls return.
 //
 // It must not import wazero, wasmhost or its other internal packages.
 package fuelshare

@@ -17,19 +17,39 @@ type Share struct {
 
 func (s Share) weight() float64 { return float64(max(s.Weight, 1)) }
 
+// Config is a scheduler's slack and its defence against a tenant whose
+// guest spins.
+type Config struct {
+	// Lag is how far (in fuel over the weight) a tenant may run ahead of
+	// the slowest running tenant before it waits.
+	Lag int64
+	// Burst is the most fuel a rate-capped tenant spends at once (at
+	// least a tenth of a second of its rate).
+	Burst int64
+	// LongCall, when not 0, makes a long call cost its tenant more: the
+	// fuel a call spends after it has spent LongCall counts LongCharge
+	// times in the tenant's virtual time, so a guest that does not return
+	// gets 1/LongCharge of the fuel of tenants whose calls are short, while
+	// they run; a tenant running alone is never held.
+	LongCall   int64
+	LongCharge float64
+}
+
 // Scheduler holds the tenants' virtual times and rate buckets. The zero
 // value is not usable; start from New. It is not safe for concurrent use:
 // its caller serializes the events.
 type Scheduler struct {
 	lag     float64
 	burst   int64
+	long    int64
+	charge  float64
 	tenants map[string]*tenant
 }
 
 type tenant struct {
 	share   Share
 	running int     // guests of the tenant in guest code, waiting or not
-	vt      float64 // fuel spent / weight
+	vt      float64 // fuel spent / weight (long calls charged more)
 	spent   int64   // fuel spent, in all
 
 	// The rate bucket: tokens of fuel at last; held while the tenant waits
@@ -39,12 +59,10 @@ type tenant struct {
 	held   bool
 }
 
-// New returns a scheduler that lets a tenant run lag fuel (divided by its
-// weight) ahead of the slowest running tenant, and lets a rate-capped
-// tenant spend burst fuel at once at most (at least a tenth of a second of
-// its rate).
-func New(lag, burst int64) *Scheduler {
-	return &Scheduler{lag: float64(max(lag, 1)), burst: max(burst, 1), tenants: map[string]*tenant{}}
+// New returns a scheduler configured by c.
+func New(c Config) *Scheduler {
+	return &Scheduler{lag: float64(max(c.Lag, 1)), burst: max(c.Burst, 1), long: max(c.LongCall, 0),
+		charge: max(c.LongCharge, 1), tenants: map[string]*tenant{}}
 }
 
 func (s *Scheduler) get(name string) *tenant {
@@ -86,17 +104,30 @@ func (s *Scheduler) Stop(tenant string) {
 	}
 }
 
-// Spend records fuel spent by a guest of tenant.
-func (s *Scheduler) Spend(tenant string, fuel int64) {
+// Spend records fuel spent by a guest of tenant in a call that had spent
+// call fuel before it.
+func (s *Scheduler) Spend(tenant string, fuel, call int64) {
 	if fuel <= 0 {
 		return
 	}
 	t := s.get(tenant)
 	t.spent += fuel
-	t.vt += float64(fuel) / t.share.weight()
+	charge := 1.0
+	if s.long > 0 && call >= s.long {
+		charge = s.charge
+	}
+	t.vt += charge * float64(fuel) / t.share.weight()
 	if t.share.FuelPerSecond > 0 {
 		t.tokens -= float64(fuel)
 	}
+}
+
+// VirtualTime returns tenant's virtual time, as Decision.Until counts it.
+func (s *Scheduler) VirtualTime(tenant string) float64 {
+	if t := s.tenants[tenant]; t != nil {
+		return t.vt
+	}
+	return 0
 }
 
 // Spent returns the fuel tenant's guests spent so far.
@@ -124,6 +155,11 @@ type Decision struct {
 	// change without any other event (the rate bucket refilled); zero
 	// means only another tenant's Spend or Stop can change it.
 	RetryAt time.Time
+	// Until, when Go is false and RetryAt is zero, is the virtual time
+	// the slowest other running tenant must reach for the answer to
+	// change (or it must stop running): a Spend that leaves the spender
+	// below it cannot change the answer.
+	Until float64
 }
 
 // Ready decides whether a guest of tenant may go on at now.
@@ -148,7 +184,7 @@ func (s *Scheduler) Ready(tenant string, now time.Time) Decision {
 		}
 	}
 	if m, ok := s.slowest(tenant); ok && t.vt-m > s.lag {
-		return Decision{}
+		return Decision{Until: t.vt - s.lag}
 	}
 	return Decision{Go: true}
 }

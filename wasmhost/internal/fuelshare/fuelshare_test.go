@@ -112,7 +112,7 @@ func TestDecisions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := fuelshare.New(100, 200)
+			s := fuelshare.New(fuelshare.Config{Lag: 100, Burst: 200})
 			now := time.Unix(1000, 0)
 			for i, st := range tt.steps {
 				switch st.op {
@@ -121,7 +121,7 @@ func TestDecisions(t *testing.T) {
 				case "stop":
 					s.Stop(st.tenant)
 				case "spend":
-					s.Spend(st.tenant, st.fuel)
+					s.Spend(st.tenant, st.fuel, 0)
 				case "advance":
 					now = now.Add(st.d)
 				case "ready":
@@ -150,7 +150,7 @@ func TestDecisions(t *testing.T) {
 // ends up in the ratio of their weights.
 func TestWeightsSplitFuel(t *testing.T) {
 	for _, weights := range [][]int{{1, 3}, {1, 1}, {2, 5, 1}} {
-		s := fuelshare.New(4<<14, 1)
+		s := fuelshare.New(fuelshare.Config{Lag: 4 << 14, Burst: 1})
 		now := time.Unix(0, 0)
 		names := []string{"a", "b", "c"}[:len(weights)]
 		for i, n := range names {
@@ -159,7 +159,7 @@ func TestWeightsSplitFuel(t *testing.T) {
 		for range 100_000 {
 			for _, n := range names {
 				if s.Ready(n, now).Go {
-					s.Spend(n, 1<<14)
+					s.Spend(n, 1<<14, 0)
 				}
 			}
 		}
@@ -182,14 +182,14 @@ func TestWeightsSplitFuel(t *testing.T) {
 }
 
 func TestRateCapBoundsFuelPerSecond(t *testing.T) {
-	s := fuelshare.New(1<<16, 1<<14)
+	s := fuelshare.New(fuelshare.Config{Lag: 1 << 16, Burst: 1 << 14})
 	now := time.Unix(0, 0)
 	s.Start("a", fuelshare.Share{Weight: 1, FuelPerSecond: 1_000_000}, now)
 	end := now.Add(10 * time.Second)
 	for now.Before(end) {
 		d := s.Ready("a", now)
 		if d.Go {
-			s.Spend("a", 1<<14)
+			s.Spend("a", 1<<14, 0)
 			now = now.Add(time.Microsecond) // a guest far faster than its cap
 			continue
 		}
@@ -201,5 +201,63 @@ func TestRateCapBoundsFuelPerSecond(t *testing.T) {
 	}
 	if m := s.Tenants(); len(m) != 1 || m["a"] != s.Spent("a") {
 		t.Errorf("Tenants() = %v", m)
+	}
+}
+
+// A guest whose call does not return, beside a tenant whose calls are
+// short (a spinning tenant beside a streaming one), gets 1/LongCharge of
+// their fuel once its call is long; alone it is never held.
+func TestLongCallsCostMore(t *testing.T) {
+	const q = 1 << 14
+	s := fuelshare.New(fuelshare.Config{Lag: 4 * q, Burst: 1, LongCall: 64 * q, LongCharge: 16})
+	now := time.Unix(0, 0)
+	w1 := fuelshare.Share{Weight: 1}
+	s.Start("spin", w1, now)
+	var call int64 // the spinning guest's one call so far
+	spin := func() {
+		if s.Ready("spin", now).Go {
+			s.Spend("spin", q, call)
+			call += q
+		}
+	}
+	for range 1000 {
+		spin() // alone: never held
+	}
+	if s.Spent("spin") != 1000*q {
+		t.Fatalf("alone the spinning tenant spent %d, want %d", s.Spent("spin"), 1000*q)
+	}
+	// Now beside a tenant making calls of 4 trips each, in rotation.
+	s.Start("short", w1, now)
+	for range 100_000 {
+		spin()
+		if s.Ready("short", now).Go {
+			s.Spend("short", q, 0)
+		}
+	}
+	spun, short := s.Spent("spin")-1000*q, s.Spent("short")
+	if r := float64(short) / float64(spun); r < 15 || r > 17 {
+		t.Errorf("beside short calls the spinning tenant got 1/%.1f of their fuel, want 1/16 (LongCharge)", r)
+	}
+}
+
+// Until is exactly the virtual time the slowest other tenant must reach
+// for a waiting tenant to go on: below it the answer stays no.
+func TestUntil(t *testing.T) {
+	s := fuelshare.New(fuelshare.Config{Lag: 100, Burst: 1})
+	now := time.Unix(0, 0)
+	s.Start("a", fuelshare.Share{Weight: 1}, now)
+	s.Start("b", fuelshare.Share{Weight: 2}, now)
+	s.Spend("a", 1000, 0)
+	d := s.Ready("a", now)
+	if d.Go || d.Until != 900 {
+		t.Fatalf("a 1000 ahead of b: %+v, want to wait until b reaches 900", d)
+	}
+	s.Spend("b", 1798, 0) // virtual time 899: weight 2
+	if s.VirtualTime("b") >= d.Until || s.Ready("a", now).Go {
+		t.Fatalf("b at %v, below a's Until %v: a should still wait", s.VirtualTime("b"), d.Until)
+	}
+	s.Spend("b", 2, 0)
+	if s.VirtualTime("b") < d.Until || !s.Ready("a", now).Go {
+		t.Fatalf("b at %v reached a's Until %v: a should go on", s.VirtualTime("b"), d.Until)
 	}
 }

@@ -104,11 +104,11 @@ func (g *fuelGate) decideLocked(tenant string) fuelshare.Decision {
 	d := g.s.Ready(tenant, g.now())
 	switch {
 	case d.Go:
-	case !d.RetryAt.IsZero():
-		// The tenant waits for its rate bucket and leaves the others'
+	case d.Left:
+		// The tenant waits for its rate bucket, out of the others'
 		// comparison, which may free them.
 		g.wakeLocked()
-	default:
+	case d.RetryAt.IsZero():
 		g.until = min(g.until, d.Until)
 	}
 	return d

@@ -160,6 +160,9 @@ type Decision struct {
 	// change (or it must stop running): a Spend that leaves the spender
 	// below it cannot change the answer.
 	Until float64
+	// Left says the tenant has just left the others' comparison (to wait
+	// for its rate bucket), which may let tenants that waited for it go.
+	Left bool
 }
 
 // Ready decides whether a guest of tenant may go on at now.
@@ -171,9 +174,10 @@ func (s *Scheduler) Ready(tenant string, now time.Time) Decision {
 			t.last = now
 		}
 		if t.tokens < 0 {
+			left := !t.held
 			t.held = true
 			wait := time.Duration(-t.tokens / float64(r) * float64(time.Second))
-			return Decision{RetryAt: now.Add(max(wait, time.Microsecond))}
+			return Decision{RetryAt: now.Add(max(wait, time.Microsecond)), Left: left}
 		}
 		if t.held {
 			// Back from waiting for the bucket: no credit for the wait.

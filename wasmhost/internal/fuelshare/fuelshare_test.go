@@ -261,3 +261,18 @@ func TestUntil(t *testing.T) {
 		t.Fatalf("b at %v reached a's Until %v: a should go on", s.VirtualTime("b"), d.Until)
 	}
 }
+
+// Left is set once, when a tenant starts waiting for its rate bucket, not
+// at every Ready while it waits.
+func TestLeftOnce(t *testing.T) {
+	s := fuelshare.New(fuelshare.Config{Lag: 100, Burst: 1})
+	now := time.Unix(0, 0)
+	s.Start("a", fuelshare.Share{Weight: 1, FuelPerSecond: 1000}, now)
+	s.Spend("a", 1000, 0)
+	if d := s.Ready("a", now); d.Go || !d.Left {
+		t.Fatalf("a over its bucket: %+v, want to retry, having just left", d)
+	}
+	if d := s.Ready("a", now.Add(time.Millisecond)); d.Go || d.Left || d.RetryAt.IsZero() {
+		t.Fatalf("a still over its bucket: %+v, want to retry, not leaving again", d)
+	}
+}

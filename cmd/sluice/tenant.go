@@ -62,6 +62,7 @@ to add under "tenants" is printed. Send the JobManager SIGHUP to load the file
 	cmd.Flags().StringVar(&file, "file", "", "tenants file to write the entry into")
 	cmd.Flags().IntVar(&q.Slots, "slots", 0, "quota: most slots in use at once (0: no limit)")
 	cmd.Flags().IntVar(&q.RunningJobs, "running-jobs", 0, "quota: most jobs not yet ended (0: no limit)")
+	cmd.Flags().IntVar(&q.SubmitsPerMinute, "submits-per-minute", 0, "quota: most jobs submitted per minute, a sixth of it at once (0: no limit)")
 	cmd.Flags().Int64Var(&q.ModuleBytes, "module-bytes", 0, "quota: largest module in bytes (0: the cluster's limit)")
 	cmd.Flags().Int64Var(&q.MemoryBytes, "memory-bytes", 0, "quota: Wasm memory per instance in bytes (0: the cluster's limit)")
 	cmd.Flags().Int64Var(&q.CallTimeoutMs, "call-timeout-ms", 0, "quota: deadline of one guest call in ms (0: the cluster's)")

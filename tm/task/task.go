@@ -933,7 +933,9 @@ func (t *task) runGates(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ack := make(chan struct{})
+			// Buffered: the task acknowledges even when this reader has
+			// left on the context's end (it never blocks on one gone).
+			ack := make(chan struct{}, 1)
 			for {
 				b, err := g.Next(rctx)
 				select {

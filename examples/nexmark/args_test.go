@@ -22,7 +22,7 @@ func TestParseArgs(t *testing.T) {
 		t.Fatalf("--out: %+v, %v", o, err)
 	}
 	for args, msg := range map[string]string{
-		"--query q4":     "this example has q0, q1, q2, q3, q5, q7 and q8",
+		"--query q6":     "this example has q0, q1, q2, q3, q4, q5, q7 and q8",
 		"--sink kafka":   "collect or blackhole",
 		"--events -1":    `--events "-1": want a non-negative integer`,
 		"--seed x":       `--seed "x"`,

@@ -162,3 +162,126 @@ func q3(env *guest.Env, src *guest.Stream) *typed.Stream[typed.Tuple2[int64, typ
 		})
 	return typed.Of(env, joined, codec)
 }
+
+// q4 (average closing price per category): an auction's closing price is
+// its highest bid between its opening and its expiry, both included; each
+// category's result is the average of its auctions' closing prices, as
+// sdk/nexmark/reference reads it. The SQL's result is an updating table,
+// so this stream is its changelog: a row each time an auction of the
+// category closes, with the number of auctions closed so far and their
+// average; a category's last row (the most auctions) is its result.
+//
+// Keyed by auction id, a Process keeps the auction and its highest bid so
+// far, and closes it on an event-time timer at its expiry: once the
+// watermark reaches it, no bid at or before it is still to come. A bid
+// that comes before its auction (another source subtask's, or reordered)
+// waits in keyed state until the watermark passes its time, when its
+// auction, which opened no later, must have come. Keyed by category, a
+// Process keeps the sum and number of closing prices.
+
+// categoryPriceCodec is q4's output: the category, its auctions closed
+// with a bid so far and the average of their closing prices (an integer,
+// truncated, as SQL's AVG of a BIGINT).
+func categoryPriceCodec() typed.Codec[typed.Tuple3[int64, int64, int64]] {
+	return typed.Triple(typed.Int64(), typed.Int64(), typed.Int64())
+}
+
+// q4's projections: an auction's opening, expiry and category, a bid's
+// time and price, after the kind.
+const (
+	q4Auction byte = 'A'
+	q4Bid     byte = 'B'
+)
+
+func q4(env *guest.Env, src *guest.Stream) *typed.Stream[typed.Tuple3[int64, int64, int64]] {
+	var e nexmark.Event
+	var buf, key []byte
+	proj := src.FlatMap("q4.project", func(r guest.Record, out *guest.Collector) {
+		var id int64
+		if nexmark.IsBid(r.Value) {
+			id = int64(binary.LittleEndian.Uint64(r.Value[nexmark.BidAuctionOffset:]))
+			buf = append(append(buf[:0], q4Bid), r.Value[nexmark.BidDateTimeOffset:nexmark.BidDateTimeOffset+8]...)
+			buf = append(buf, r.Value[nexmark.BidPriceOffset:nexmark.BidPriceOffset+8]...)
+		} else {
+			if len(r.Value) == 0 || nexmark.EventType(r.Value[0]) != nexmark.AuctionEvent {
+				return
+			}
+			if err := nexmark.DecodeEvent(r.Value, &e); err != nil {
+				panic("q4: " + err.Error())
+			}
+			id = e.Auction.ID
+			buf = append(buf[:0], q4Auction)
+			for _, v := range []int64{e.Auction.DateTime, e.Auction.Expires, e.Auction.Category} {
+				buf = binary.LittleEndian.AppendUint64(buf, uint64(v))
+			}
+		}
+		key = binary.LittleEndian.AppendUint64(key[:0], uint64(id))
+		out.Emit(guest.Record{Key: key, HasKey: true, Value: buf, Time: r.Time, HasTime: r.HasTime})
+	})
+	i64 := func(b []byte, i int) int64 { return int64(binary.LittleEndian.Uint64(b[8*i:])) }
+	// The state "auction" is the auction's opening, expiry, category and
+	// highest bid so far (-1 before one: prices are positive); "early" the
+	// times and prices of the bids that came before it.
+	var auction, early []byte
+	closing := proj.KeyBy("q4.by-auction", func(r guest.Record) []byte { return r.Key }).
+		Process("q4.close", func(ctx *guest.KeyedContext, r guest.Record, out *guest.Collector) {
+			v := r.Value[1:]
+			if r.Value[0] == q4Auction {
+				opens, expires := i64(v, 0), i64(v, 1)
+				highest := int64(-1)
+				if w, ok := ctx.Get("early"); ok {
+					for ; len(w) >= 16; w = w[16:] {
+						if t, p := i64(w, 0), i64(w, 1); t >= opens && t <= expires {
+							highest = max(highest, p)
+						}
+					}
+					ctx.Delete("early")
+				}
+				ctx.Put("auction", binary.LittleEndian.AppendUint64(append(auction[:0], v...), uint64(highest)))
+				ctx.RegisterEventTimer(expires)
+				return
+			}
+			t, p := i64(v, 0), i64(v, 1)
+			a, ok := ctx.Get("auction")
+			if !ok {
+				w, _ := ctx.Get("early")
+				early = append(append(early[:0], w...), v...)
+				ctx.Put("early", early)
+				ctx.RegisterEventTimer(t)
+				return
+			}
+			if t >= i64(a, 0) && t <= i64(a, 1) && p > i64(a, 3) {
+				auction = append(auction[:0], a...)
+				binary.LittleEndian.PutUint64(auction[24:], uint64(p))
+				ctx.Put("auction", auction)
+			}
+		}).
+		OnEventTimer(func(ctx *guest.KeyedContext, timeMs int64, out *guest.Collector) {
+			a, ok := ctx.Get("auction")
+			if !ok {
+				// The bids that came before their auction: it never came.
+				ctx.Delete("early")
+				return
+			}
+			if timeMs != i64(a, 1) {
+				return // an early bid's timer, its auction since come
+			}
+			if highest := i64(a, 3); highest >= 0 {
+				out.EmitKeyValue(a[16:24], a[24:32])
+			}
+			ctx.Delete("auction")
+		})
+	codec := categoryPriceCodec()
+	var row []byte
+	averages := closing.KeyBy("q4.by-category", func(r guest.Record) []byte { return r.Key }).
+		Process("q4.average", func(ctx *guest.KeyedContext, r guest.Record, out *guest.Collector) {
+			sum, _ := ctx.GetInt64("sum")
+			n, _ := ctx.GetInt64("n")
+			sum, n = sum+i64(r.Value, 0), n+1
+			ctx.PutInt64("sum", sum)
+			ctx.PutInt64("n", n)
+			row = codec.Append(row[:0], typed.Tuple3[int64, int64, int64]{A: guest.AsInt64(r.Key), B: n, C: sum / n})
+			out.EmitValue(row)
+		})
+	return typed.Of(env, averages, codec)
+}

@@ -12,6 +12,10 @@
 //   - q3: local item suggestion, every auction of category 10 with its
 //     seller's name, city and state when the seller lives in OR, ID or CA,
 //     an incremental keyed join (join.go);
+//   - q4: average closing price per category, the changelog of an
+//     updating result: an auction closes at its expiry in event time with
+//     its highest bid, and each close gives its category's new average
+//     (join.go);
 //   - q5: hot items, in each sliding window (10 s every 2 s) the auctions
 //     with the most bids (windows.go);
 //   - q7: highest bid, in each tumbling window of 10 s the bids at its
@@ -19,12 +23,9 @@
 //   - q8: new users, the persons who opened an auction in the tumbling
 //     window of 10 s they were created in, a window join (join.go).
 //
-// q4 needs more joins (issue #12); its plain-Go reference is in
-// sdk/nexmark/reference.
-//
 // Arguments (after `--` on the sluice command line):
 //
-//	--query q0|q1|q2|q3|q5|q7|q8
+//	--query q0|q1|q2|q3|q4|q5|q7|q8
 //	                       the query (default q0)
 //	--sink collect|blackhole
 //	                       where results go (default collect)
@@ -43,11 +44,14 @@
 // typed.Int64()) of auction and price. With --text they are lines:
 // "auction<TAB>bidder<TAB>price<TAB>time" for q0, q1 and q7, "auction<TAB>price"
 // for q2, "auction<TAB>start<TAB>end<TAB>count" for q5, "id<TAB>name<TAB>start"
-// for q8, "auction<TAB>name<TAB>city<TAB>state" for q3. Those of q5 are typed.WindowedCodec(typed.Int64(),
+// for q8, "auction<TAB>name<TAB>city<TAB>state" for q3,
+// "category<TAB>auctions<TAB>average" for q4. Those of q5 are typed.WindowedCodec(typed.Int64(),
 // typed.Int64()) of auction, window and count; those of q8
 // typed.WindowedCodec(typed.Int64(), typed.Bytes()) of person id, window and
 // name; those of q3 typed.Pair(typed.Int64(), typed.Triple(typed.String(),
-// typed.String(), typed.String())) of auction, name, city and state.
+// typed.String(), typed.String())) of auction, name, city and state; those
+// of q4 typed.Triple(typed.Int64(), typed.Int64(), typed.Int64()) of
+// category, auctions closed and average closing price.
 package main
 
 import (
@@ -86,7 +90,7 @@ func plan(env *guest.Env) {
 	// event's encoding is nexmark.BidCodec's), q1 rewrites the price of a
 	// copy in place and q2 reads two fields, none decoding the event.
 	src := env.NexmarkSource("events", o.source)
-	if o.query == "q5" || o.query == "q7" || o.query == "q8" {
+	if o.query == "q4" || o.query == "q5" || o.query == "q7" || o.query == "q8" {
 		src = src.WithWatermarks(guest.BoundedOutOfOrderness(windowOutOfOrderness))
 	}
 	events := typed.Of(env, src, typed.Bytes())
@@ -128,6 +132,20 @@ func plan(env *guest.Env) {
 				line = strconv.AppendInt(line, r.A, 10)
 				for _, f := range []string{r.B.A, r.B.B, r.B.C} {
 					line = append(append(line, '\t'), f...)
+				}
+				return line
+			})
+		}
+	case "q4":
+		q4 := q4(env, src)
+		out = q4
+		if o.text {
+			out = typed.Format(q4, "text", func(line []byte, r typed.Tuple3[int64, int64, int64]) []byte {
+				for i, v := range []int64{r.A, r.B, r.C} {
+					if i > 0 {
+						line = append(line, '\t')
+					}
+					line = strconv.AppendInt(line, v, 10)
 				}
 				return line
 			})
@@ -195,7 +213,7 @@ func bidLines(o options, bids *typed.Stream[[]byte]) sink {
 // toEuro is q1's conversion, 0.908 × price, in integer cents.
 func toEuro(price int64) int64 { return price * 908 / 1000 }
 
-const usage = "usage: nexmark [--query q0|q1|q2|q3|q5|q7|q8] [--sink collect|blackhole] [--events N] [--rate R] [--seed S] [--base-time MS] [--out-of-order G] [--text] [--out PATH]"
+const usage = "usage: nexmark [--query q0|q1|q2|q3|q4|q5|q7|q8] [--sink collect|blackhole] [--events N] [--rate R] [--seed S] [--base-time MS] [--out-of-order G] [--text] [--out PATH]"
 
 func parseArgs(args []string) (options, error) {
 	o := options{query: "q0", sink: "collect", source: guest.NexmarkOptions{Events: 100_000}}
@@ -217,8 +235,8 @@ func parseArgs(args []string) (options, error) {
 		switch name {
 		case "--query":
 			o.query = val
-			if val != "q0" && val != "q1" && val != "q2" && val != "q3" && val != "q5" && val != "q7" && val != "q8" {
-				err = errors.New("--query: this example has q0, q1, q2, q3, q5, q7 and q8")
+			if val != "q0" && val != "q1" && val != "q2" && val != "q3" && val != "q4" && val != "q5" && val != "q7" && val != "q8" {
+				err = errors.New("--query: this example has q0, q1, q2, q3, q4, q5, q7 and q8")
 			}
 		case "--sink":
 			o.sink = val

@@ -194,6 +194,24 @@ func TestWindowQueriesMatchReference(t *testing.T) {
 			sameRecords(t, q.name, runQuery(t, c, wasm, q.name, "collect", "--base-time", fmt.Sprint(base)).Records, q.want)
 		})
 	}
+	t.Run("q4", func(t *testing.T) {
+		want := reference.Q4(evs)
+		if len(want) == 0 {
+			t.Fatal("the reference has no rows: the test would prove nothing")
+		}
+		r := runQuery(t, c, wasm, "q4", "collect", "--base-time", fmt.Sprint(base))
+		checkQ4(t, r.Records, want)
+		r = runQuery(t, c, wasm, "q4", "collect", "--base-time", fmt.Sprint(base), "--text")
+		var rows [][]byte
+		for _, l := range localtest.Lines(r.Records) {
+			var row typed.Tuple3[int64, int64, int64]
+			if _, err := fmt.Sscanf(l, "%d\t%d\t%d", &row.A, &row.B, &row.C); err != nil {
+				t.Fatalf("q4 --text: line %q: %v", l, err)
+			}
+			rows = append(rows, q4Codec.Append(nil, row))
+		}
+		checkQ4(t, rows, want)
+	})
 	t.Run("q8 text", func(t *testing.T) {
 		r := runQuery(t, c, wasm, "q8", "collect", "--base-time", fmt.Sprint(base), "--text")
 		var want []string
@@ -205,4 +223,44 @@ func TestWindowQueriesMatchReference(t *testing.T) {
 			t.Fatalf("q8 --text:\n%s", d)
 		}
 	})
+}
+
+var q4Codec = typed.Triple(typed.Int64(), typed.Int64(), typed.Int64())
+
+// checkQ4 fails t unless rows, q4's changelog, hold for each category one
+// row per auction closed, numbered 1 to n, and the row numbered n has the
+// reference's average.
+func checkQ4(t *testing.T, rows [][]byte, want []reference.CategoryPrice) {
+	t.Helper()
+	seen := map[int64][]bool{} // category, closes seen by number
+	final := map[int64]int64{}
+	for _, b := range rows {
+		r, err := q4Codec.Decode(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := seen[r.A]
+		if int64(len(n)) < r.B {
+			n = append(n, make([]bool, r.B-int64(len(n)))...)
+		}
+		if r.B < 1 || n[r.B-1] {
+			t.Fatalf("q4: category %d has the row numbered %d twice, or a number below 1", r.A, r.B)
+		}
+		n[r.B-1] = true
+		seen[r.A] = n
+		if r.B == int64(len(n)) {
+			final[r.A] = r.C
+		}
+	}
+	var got []reference.CategoryPrice
+	for c, n := range seen {
+		if i := slices.Index(n, false); i >= 0 {
+			t.Fatalf("q4: category %d has no row numbered %d of %d", c, i+1, len(n))
+		}
+		got = append(got, reference.CategoryPrice{Category: c, Avg: final[c]})
+	}
+	slices.SortFunc(got, func(a, b reference.CategoryPrice) int { return int(a.Category - b.Category) })
+	if !slices.Equal(got, want) {
+		t.Fatalf("q4: the last averages are %v, the reference's %v", got, want)
+	}
 }

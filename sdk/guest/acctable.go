@@ -2,6 +2,7 @@ package guest
 
 import (
 	"bytes"
+	"encoding/binary"
 
 	"github.com/sluicehq/sluice/internal/keygroup"
 )
@@ -26,6 +27,7 @@ type accEnt struct {
 	acap       uint32
 	present    bool // the key has an accumulator (it may be empty)
 	dirty      bool
+	stored     bool // keyed state has it (a window cache's entry)
 }
 
 const minAccSlots = 1 << 10
@@ -33,21 +35,37 @@ const minAccSlots = 1 << 10
 // find returns the index of key's entry, or -1 and the slot to insert it
 // at, with its hash.
 func (t *accTable) find(key []byte) (idx int, slot, h uint32) {
+	h = keygroup.Hash(key)
+	idx, slot = t.findHashed(key, h)
+	return idx, slot, h
+}
+
+// findHashed is find with key's hash h (keygroup.Hash) already known.
+func (t *accTable) findHashed(key []byte, h uint32) (idx int, slot uint32) {
 	if t.slots == nil {
 		t.slots = make([]uint32, minAccSlots)
 	}
-	h = keygroup.Hash(key)
 	mask := uint32(len(t.slots) - 1)
 	for i := h & mask; ; i = (i + 1) & mask {
 		s := t.slots[i]
 		if s == 0 {
-			return -1, i, h
+			return -1, i
 		}
 		e := &t.ents[s-1]
-		if e.hash == h && e.klen == uint32(len(key)) && bytes.Equal(t.arena[e.koff:e.koff+e.klen], key) {
-			return int(s - 1), i, h
+		if e.hash == h && e.klen == uint32(len(key)) && keyEqual(t.arena[e.koff:e.koff+e.klen], key) {
+			return int(s - 1), i
 		}
 	}
+}
+
+// keyEqual is bytes.Equal for two keys of one length, with the 8-byte keys
+// of integer ids compared inline (in Go's Wasm, bytes.Equal is a call to a
+// byte loop).
+func keyEqual(a, b []byte) bool {
+	if len(a) == 8 && len(b) == 8 {
+		return binary.LittleEndian.Uint64(a) == binary.LittleEndian.Uint64(b)
+	}
+	return bytes.Equal(a, b)
 }
 
 // insert adds key, absent from the table, at slot (from find), with no

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"runtime/debug"
 
 	"github.com/sluicehq/sluice/internal/abi"
@@ -432,28 +433,32 @@ func (s *reduceStage) flush(evict bool) {
 func (s *reduceStage) stateMayHold() bool {
 	if s.state == stateUnknown {
 		s.state = stateMayHold
-		if s.scan == nil {
-			s.scan = make([]byte, 64<<10)
-		}
-		empty := true
-		for {
-			n := hostStateScan(int32(s.op.id), "", s.scan)
-			if n == 0 {
-				break
-			}
-			empty = false
-			if n < 0 {
-				// Finish the scan all the same, so that the next one
-				// (emitFinal's) starts over and sees what is written
-				// from now on.
-				s.scan = make([]byte, -n)
-			}
-		}
-		if empty {
+		if keyedStateEmpty(int32(s.op.id), "", &s.scan) {
 			s.state = stateEmpty
 		}
 	}
 	return s.state == stateMayHold
+}
+
+// keyedStateEmpty reports whether vertex's keyed state name has no entry in
+// this subtask. It runs the scan to its end (the host keeps one cursor
+// per instance, so the next scan starts over), in *scan, which it grows
+// as it needs.
+func keyedStateEmpty(vertex int32, name string, scan *[]byte) bool {
+	if *scan == nil {
+		*scan = make([]byte, 64<<10)
+	}
+	empty := true
+	for {
+		n := hostStateScan(vertex, name, *scan)
+		if n == 0 {
+			return empty
+		}
+		empty = false
+		if n < 0 {
+			*scan = make([]byte, -n)
+		}
+	}
 }
 
 func (s *reduceStage) putBatch(n int) {
@@ -620,6 +625,14 @@ func guard(fn func() int32) (status int32) {
 		current.out.flush()
 	}
 	flushCounters()
+	// Go's runtime in Wasm has one thread and runs other goroutines only
+	// when this one yields; a call from the host never does, so a garbage
+	// collection, once started, stayed in its mark phase (every pointer
+	// write through the write barrier's slow path) until allocations
+	// finished it by assists: a quarter of a window aggregate's time.
+	// Yielding at the end of each call lets the background mark worker
+	// finish it.
+	runtime.Gosched()
 	return status
 }
 
@@ -728,6 +741,9 @@ func doBarrier(checkpointID int64) int32 {
 			// first: the host snapshots when this call returns.
 			if rs, ok := t.stages[i].(*reduceStage); ok {
 				rs.flush(false)
+			}
+			if o.window != nil && o.window.cached() {
+				o.window.flush(false)
 			}
 			if o.onBarrier != nil {
 				o.onBarrier(t.ctxs[i], checkpointID)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/jobgraph"
+	"github.com/sluicehq/sluice/internal/keygroup"
 )
 
 // Windows on keyed streams (docs/event-time.md, "Windows"): a window
@@ -327,6 +328,8 @@ type windowOp struct {
 	recs             windowRecords
 	wins             []Window
 	sessions         []session
+	names            windowNames
+	cache            windowCache // windowcache.go
 }
 
 // A window's state is one keyed state entry per window ("w" and its
@@ -340,6 +343,26 @@ const windowFired = 1
 const configWindow = "window"
 
 func windowState(start int64) string { return "w" + strconv.FormatInt(start, 10) }
+
+// windowNames caches windowState's names of the windows a task has used
+// lately, one slot per window start modulo its length: a sliding window's
+// record touches size/slide windows, and building each name anew (an
+// allocation and a formatting, costly in Go's Wasm) was a third of a
+// windowed query's guest time (BENCHMARKS.md, "Nexmark q5").
+type windowNames [16]struct {
+	start int64
+	name  string
+}
+
+// name returns windowState(start); slide is the windows' slide, of which
+// a window's start is a multiple (any start is right, others share slots).
+func (c *windowNames) name(start, slide int64) string {
+	e := &c[uint64(start/slide)%uint64(len(c))]
+	if e.name == "" || e.start != start {
+		e.start, e.name = start, windowState(start)
+	}
+	return e.name
+}
 
 const sessionState = "s"
 
@@ -409,14 +432,15 @@ func (wo *windowOp) element(ctx *KeyedContext, r Record, out *Collector) {
 		wo.sessionElement(ctx, r, ts, now, out)
 		return
 	}
-	added := false
+	added, grew := false, false
+	h := keygroup.Hash(ctx.key)
 	for _, w := range wo.assign(ts) {
 		if !wo.w.procTime && wo.cleanup(w) <= now {
 			continue // past its lateness
 		}
 		added = true
-		name := windowState(w.Start)
-		old, ok := ctx.Get(name)
+		ref, old, ok := wo.get(ctx, w.Start, h, true)
+		grew = grew || !ok
 		var flags byte
 		var content []byte
 		if ok {
@@ -438,10 +462,13 @@ func (wo *windowOp) element(ctx *KeyedContext, r Record, out *Collector) {
 			wo.buf[0] |= windowFired
 			wo.emit(ctx, w, wo.buf[1:], out)
 		}
-		ctx.Put(name, wo.buf)
+		wo.put(ctx, ref, wo.buf)
 	}
 	if !added {
 		wo.late(ctx, r, out)
+	}
+	if grew && wo.cached() {
+		wo.bound()
 	}
 }
 
@@ -552,27 +579,29 @@ func (wo *windowOp) fire(ctx *KeyedContext, t int64, out *Collector) {
 		wo.sessionTimer(ctx, t, out)
 		return
 	}
+	h := keygroup.Hash(ctx.key)
 	if t < math.MaxInt64 {
 		w := Window{t + 1 - wo.w.size, t + 1}
-		name := windowState(w.Start)
-		if old, ok := ctx.Get(name); ok && old[0]&windowFired == 0 {
+		if ref, old, ok := wo.get(ctx, w.Start, h, false); ok && old[0]&windowFired == 0 {
 			// A copy: a process function's state calls reuse the buffer.
 			wo.buf = append(wo.buf[:0], old...)
 			wo.emit(ctx, w, wo.buf[1:], out)
 			if wo.w.lateness == 0 || wo.w.procTime {
-				ctx.Delete(name)
+				wo.del(ctx, ref)
 			} else {
 				wo.buf[0] |= windowFired
-				ctx.Put(name, wo.buf)
+				wo.put(ctx, ref, wo.buf)
 			}
 		}
 	}
 	if wo.w.lateness > 0 && !wo.w.procTime {
 		end := t + 1 - wo.w.lateness
-		name := windowState(end - wo.w.size)
-		if old, ok := ctx.Get(name); ok && old[0]&windowFired != 0 {
-			ctx.Delete(name)
+		if ref, old, ok := wo.get(ctx, end-wo.w.size, h, false); ok && old[0]&windowFired != 0 {
+			wo.del(ctx, ref)
 		}
+	}
+	if wo.cached() {
+		wo.dropDone(t)
 	}
 }
 

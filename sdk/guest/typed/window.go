@@ -91,25 +91,31 @@ func (w *WindowStream[T, Out]) Late(name string) *Stream[T] {
 // Windowed{key, window, value} when the window fires.
 func WindowReduce[K, T any](ws *WindowedStream[K, T], name string, fn func(value, v T) T) *WindowStream[T, Windowed[K, T]] {
 	ks := ws.ks
-	out := formOf(WindowedCodec(ks.key, ks.f.v.c))
+	wc := WindowedCodec(ks.key, ks.f.v.c)
+	out := formOf(wc)
 	if fn == nil {
 		return &WindowStream[T, Windowed[K, T]]{Stream: &Stream[Windowed[K, T]]{env: ks.env, s: ws.ws.Reduce(name, nil), f: out}, in: ks.f}
 	}
 	in := ks.f.v
-	var buf []byte
+	var buf, added []byte
 	red := func(acc, v []byte) []byte {
 		return append(acc[:0], in.encode(&buf, fn(in.must(acc, name), in.must(v, name)))...)
 	}
 	s := ws.ws.Aggregate(name, guest.Aggregator{
+		// Add's result is copied into the window's state before the next
+		// call, so it can reuse one buffer; Merge's is kept while sessions
+		// merge, so it has its own.
 		Add: func(acc []byte, r guest.Record) []byte {
-			if len(acc) == 0 { // the window's first element
-				return markAcc(r.Value)
+			v := r.Value
+			if len(acc) > 0 { // not the window's first element
+				v = red(acc[1:], r.Value)
 			}
-			return markAcc(red(acc[1:], r.Value))
+			added = append(append(added[:0], 1), v...)
+			return added
 		},
 		Merge: func(a, b []byte) []byte { return markAcc(red(a[1:], b[1:])) },
 		Result: func(dst, key []byte, w guest.Window, acc []byte) []byte {
-			return appendWindowed(dst, ks.key, key, w, in.c, in.must(acc[1:], name), name)
+			return appendWindowed(dst, ks.key, wc, key, w, in.must(acc[1:], name), name)
 		},
 	})
 	return &WindowStream[T, Windowed[K, T]]{Stream: &Stream[Windowed[K, T]]{env: ks.env, s: s, f: out}, in: ks.f}
@@ -119,12 +125,12 @@ func WindowReduce[K, T any](ws *WindowedStream[K, T], name string, fn func(value
 // that an empty encoding (an empty string) is a value, not "none yet".
 func markAcc(v []byte) []byte { return append([]byte{1}, v...) }
 
-func appendWindowed[K, V any](dst []byte, kc Codec[K], key []byte, w guest.Window, vc Codec[V], v V, name string) []byte {
+func appendWindowed[K, V any](dst []byte, kc Codec[K], wc Codec[Windowed[K, V]], key []byte, w guest.Window, v V, name string) []byte {
 	k, err := kc.Decode(key)
 	if err != nil {
 		panic(fmt.Sprintf("%q: decode the key: %v", name, err))
 	}
-	return WindowedCodec(kc, vc).Append(dst, Windowed[K, V]{Key: k, Window: w, Value: v})
+	return wc.Append(dst, Windowed[K, V]{Key: k, Window: w, Value: v})
 }
 
 // MergingAggregateFunction is an AggregateFunction that can merge two
@@ -142,12 +148,13 @@ type MergingAggregateFunction[T, A, R any] interface {
 // MergingAggregateFunction.
 func WindowAggregate[K, T, A, R any](ws *WindowedStream[K, T], name string, agg AggregateFunction[T, A, R], acc Codec[A], result Codec[R]) *WindowStream[T, Windowed[K, R]] {
 	ks := ws.ks
-	out := formOf(WindowedCodec(ks.key, result))
+	wc := WindowedCodec(ks.key, result)
+	out := formOf(wc)
 	if agg == nil {
 		return &WindowStream[T, Windowed[K, R]]{Stream: &Stream[Windowed[K, R]]{env: ks.env, s: ws.ws.Aggregate(name, guest.Aggregator{}), f: out}, in: ks.f}
 	}
 	in, ac := ks.f.v, newVcodec(acc)
-	var buf []byte
+	var buf, created []byte
 	dec := func(b []byte) A {
 		a, err := ac.decode(b)
 		if err != nil {
@@ -157,10 +164,12 @@ func WindowAggregate[K, T, A, R any](ws *WindowedStream[K, T], name string, agg 
 	}
 	enc := func(dst []byte, a A) []byte { return append(dst[:0], ac.encode(&buf, a)...) }
 	g := guest.Aggregator{
-		Create: func() []byte { return enc(nil, agg.CreateAccumulator()) },
+		// Create's result is Add's first accumulator and goes into the
+		// window's state before the next call: one buffer does.
+		Create: func() []byte { created = enc(created, agg.CreateAccumulator()); return created },
 		Add:    func(accB []byte, r guest.Record) []byte { return enc(accB, agg.Add(in.must(r.Value, name), dec(accB))) },
 		Result: func(dst, key []byte, w guest.Window, accB []byte) []byte {
-			return appendWindowed(dst, ks.key, key, w, result, agg.GetResult(dec(accB)), name)
+			return appendWindowed(dst, ks.key, wc, key, w, agg.GetResult(dec(accB)), name)
 		},
 	}
 	if m, ok := agg.(MergingAggregateFunction[T, A, R]); ok {

@@ -64,8 +64,9 @@ read as blob keys of the tenant.
 
 The job's collected records go to stdout, one per line, as the job releases
 them: when a completed checkpoint covers them (so an unbounded job's appear
-while it runs), and the rest when it finishes. Progress and logs go to
-stderr. The exit code is 0 only when the job FINISHED. Interrupting an
+while it runs, given --checkpoint-interval), and the rest when it finishes; a
+job without checkpoints that runs 10s without a record says so on stderr.
+Progress and logs go to stderr. The exit code is 0 only when the job FINISHED. Interrupting an
 attached run cancels the job.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -214,7 +215,13 @@ func runJob(cmd *cobra.Command, f runFlags, target string, jobArgs []string) err
 
 	showProgress := f.progress == "always" || (f.progress == "auto" && isTerminal(stderr))
 	out := &recordPrinter{w: bufio.NewWriterSize(cmd.OutOrStdout(), 64<<10), stderr: stderr}
-	res, err := waitWithProgress(ctx, cl, id, stderr, showProgress, log, out)
+	// A job without checkpoints releases its records only when it ends:
+	// say so once if it runs a while without printing any.
+	quietHint := ""
+	if c, err := jobconfig.Parse(config); err == nil && !c.Checkpoints.Enabled() {
+		quietHint = "no records yet: job " + id + " has no checkpoints, so its collected records are released when it ends; to see an unbounded job's records while it runs, give it --checkpoint-interval (e.g. 1s)"
+	}
+	res, err := waitWithProgress(ctx, cl, id, stderr, showProgress, log, out, quietHint)
 	if err != nil {
 		return err
 	}
@@ -262,12 +269,21 @@ func wasmOptFlag(cmd *cobra.Command, level *string) {
 	cmd.Flags().Lookup("wasm-opt").NoOptDefVal = guestbuild.DefaultWasmOptLevel
 }
 
+// quietAfter is how long a running job goes without a record before
+// waitWithProgress prints its quiet hint.
+const quietAfter = 10 * time.Second
+
 // waitWithProgress long-polls the job until it ends, printing its records
 // to out as the job releases them (as checkpoints complete; all at the end
 // for a job without checkpoints). On a terminal it keeps one status line up
-// to date; on interrupt it cancels the job and waits for it to end.
-func waitWithProgress(ctx context.Context, cl *client.Client, id string, stderr io.Writer, show bool, log *slog.Logger, out *recordPrinter) (client.JobResult, error) {
+// to date; on interrupt it cancels the job and waits for it to end. When
+// quietHint is not "", it goes to stderr once the job has run quietAfter
+// without a record.
+func waitWithProgress(ctx context.Context, cl *client.Client, id string, stderr io.Writer, show bool, log *slog.Logger, out *recordPrinter, quietHint string) (client.JobResult, error) {
 	poll := 10 * time.Second
+	if quietHint != "" {
+		poll = quietAfter / 2
+	}
 	if show {
 		poll = 500 * time.Millisecond
 	}
@@ -334,6 +350,11 @@ func waitWithProgress(ctx context.Context, cl *client.Client, id string, stderr 
 		}
 		if client.Terminal(r.State) {
 			continue // more records than one answer carries
+		}
+		if quietHint != "" && out.next == 0 && r.State == "RUNNING" && time.Since(start) >= quietAfter {
+			clearLine()
+			fmt.Fprintln(stderr, quietHint)
+			quietHint = ""
 		}
 		if show {
 			fmt.Fprintf(stderr, "\r\033[K%s", progressLine(r, time.Since(start)))

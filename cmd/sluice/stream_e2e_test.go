@@ -91,3 +91,44 @@ func TestE2EAttachedRunStreamsRecords(t *testing.T) {
 		t.Fatalf("jobs after the interrupt: %+v", jobs)
 	}
 }
+
+// TestE2EAttachedRunSaysWhyNoRecordsCome: an attached run of an unbounded
+// job without checkpoints prints no records while it runs (they are
+// released as checkpoints complete), and after a while says so on stderr,
+// once, naming --checkpoint-interval.
+func TestE2EAttachedRunSaysWhyNoRecordsCome(t *testing.T) {
+	c := proctest.Start(t, nil, 2)
+	cmd := exec.Command(proctest.Bin(t), "run", "-p", "2", "-C", "sandbox.clock=wall",
+		moduleDir(t, "examples/exactlyonce"), "--", "--keys", "2", "--per-key", "100000", "--rate", "200", "--records", "--unbounded")
+	cmd.Env = append(os.Environ(), c.Env...)
+	stdout, stderr := &testutil.SyncBuffer{}, &testutil.SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	const hint = "has no checkpoints, so its collected records are released when it ends"
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(stderr.String(), hint) {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("no hint in 2 minutes:\n%s", stderr.String())
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("sluice run ended: %v\n%s", err, stderr.String())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	if s := stderr.String(); strings.Count(s, hint) != 1 || !strings.Contains(s, "--checkpoint-interval") {
+		t.Fatalf("stderr:\n%s", s)
+	}
+	if stdout.String() != "" {
+		t.Fatalf("records printed by a job without checkpoints while it ran:\n%s", stdout.String())
+	}
+}

@@ -348,7 +348,7 @@ func windowState(start int64) string { return "w" + strconv.FormatInt(start, 10)
 // lately, one slot per window start modulo its length: a sliding window's
 // record touches size/slide windows, and building each name anew (an
 // allocation and a formatting, costly in Go's Wasm) was a third of a
-// windowed query's guest time (BENCHMARKS.md, "Nexmark q5").
+// windowed query's guest time (BENCHMARKS.md, "Windows").
 type windowNames [16]struct {
 	start int64
 	name  string
